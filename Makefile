@@ -1,0 +1,33 @@
+# The two commands the README promises:
+#   make serve   set up a virtual environment and start the server on its embedded default
+#   make test    set up the same environment (plus Prometheus) and run the whole test suite
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip -q --disable-pip-version-check
+
+.PHONY: setup serve test prometheus bench
+
+setup: $(VENV)/.installed
+
+# torch is installed first and pinned, so that no other requirement can make pip resolve
+# a different (multi-gigabyte CUDA) torch build.
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PIP) install --upgrade pip
+	$(PIP) install torch==2.13.0
+	$(PIP) install -e '.[server,dev]'
+	touch $@
+
+serve: setup
+	$(VENV)/bin/steadyrank serve
+
+# The Prometheus integration test needs the real server and promtool (Debian package `prometheus`).
+prometheus:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus)
+
+test: setup prometheus
+	$(PY) -m pytest -q tests
+
+bench: setup
+	$(PY) benchmarks/bench_metrics.py

@@ -1,0 +1,1 @@
+"""Candidate generation: FAISS and BM25 indexes, fusion, the durable index store, dynamic-K routing."""

@@ -1,0 +1,1 @@
+"""Subcommands of the `steadyrank` CLI, one module each."""
