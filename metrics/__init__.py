@@ -1,5 +1,19 @@
-"""Tie-aware retrieval metrics (pure numpy). See DESIGN.md "Definitions" for the formulas."""
+"""Tie-aware retrieval metrics (pure numpy). See DESIGN.md "Definitions" for the formulas.
 
-from metrics.ties import rank_order, straddling_group, tie_groups
+>>> from metrics import evaluate
+>>> result = evaluate({"q1": {"a": 0.5, "b": 0.5}}, {"q1": {"b": 1}}, ["mrr@10"])
+>>> result.summary["mrr@10"]["expected"], result.summary["mrr@10"]["range"]
+(0.75, 0.5)
+"""
 
-__all__ = ["rank_order", "straddling_group", "tie_groups"]
+from metrics.aggregate import ConfidenceInterval, MacroMean, bootstrap_ci, macro_mean, paired_bootstrap
+from metrics.engine import Batch, evaluate_batch
+from metrics.evaluate import Evaluation, QueryStats, build_batch, evaluate
+from metrics.measures import METRIC_KEYS, Measure, parse_measure, parse_measures
+from metrics.ties import as_scores, rank_order, straddling_group, tie_groups
+
+__all__ = [
+    "METRIC_KEYS", "Batch", "ConfidenceInterval", "Evaluation", "MacroMean", "Measure", "QueryStats",
+    "as_scores", "bootstrap_ci", "build_batch", "evaluate", "evaluate_batch", "macro_mean",
+    "paired_bootstrap", "parse_measure", "parse_measures", "rank_order", "straddling_group", "tie_groups",
+]

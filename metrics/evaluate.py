@@ -1,0 +1,185 @@
+"""The public entry point: ``evaluate(run, qrels, measures)`` → tie-aware statistics.
+
+``run`` maps query id → {docid: score} in the order the candidates arrived (that order is the
+``input`` tie-break); ``qrels`` maps query id → {docid: grade}. Evaluated queries are those in
+both. Queries are processed in chunks so that peak memory stays proportional to the chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from metrics.aggregate import macro_mean
+from metrics.engine import STATS, Batch, TieBreak, evaluate_batch
+from metrics.measures import Measure, parse_measures
+from metrics.ties import as_scores
+
+Run = Mapping[str, Mapping[str, float]]
+Qrels = Mapping[str, Mapping[str, float]]
+CHUNK_QUERIES = 2048
+
+
+@dataclass
+class QueryStats:
+    """Per-query arrays (aligned with ``Evaluation.query_ids``) of one measure; NaN = NA."""
+
+    expected: np.ndarray
+    min: np.ndarray
+    max: np.ndarray
+    oblivious: np.ndarray
+    proc: np.ndarray
+
+    @property
+    def range(self) -> np.ndarray:
+        """max − min: how far the tie order alone can move the metric."""
+        return self.max - self.min
+
+    @property
+    def bias(self) -> np.ndarray:
+        """oblivious − expected: the error of reporting one arbitrary tie order."""
+        return self.oblivious - self.expected
+
+    @property
+    def proc_ratio(self) -> np.ndarray:
+        """%PROC = expected / PROC (NaN where PROC is 0 or NA)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.proc > 0, self.expected / self.proc, np.nan)
+
+    def stat(self, name: str) -> np.ndarray:
+        return getattr(self, name)
+
+
+SUMMARY_STATS = ("expected", "min", "max", "range", "oblivious", "bias")
+
+
+@dataclass
+class Evaluation:
+    """Result of :func:`evaluate`: per-query statistics of each measure and their macro means."""
+
+    query_ids: list[str]
+    measures: list[Measure]
+    stats: dict[Measure, QueryStats]
+
+    def __getitem__(self, measure: "str | Measure") -> QueryStats:
+        return self.stats[parse_measures([measure])[0]]
+
+    @property
+    def summary(self) -> dict[str, dict[str, float | int]]:
+        """``{"ndcg@10": {expected, min, max, range, oblivious, bias, n_valid, n_na, proc, proc_ratio}}``.
+
+        Every value is a macro mean over the queries where the measure is defined (range and bias
+        are means of the per-query range and bias, equal to differences of the means).
+        """
+        out: dict[str, dict[str, float | int]] = {}
+        for measure in self.measures:
+            stats = self.stats[measure]
+            row: dict[str, float | int] = {name: macro_mean(stats.stat(name)).mean for name in SUMMARY_STATS}
+            expected = macro_mean(stats.expected)
+            row["n_valid"], row["n_na"] = expected.n_valid, expected.n_na
+            row["proc"] = macro_mean(stats.proc).mean
+            row["proc_ratio"] = macro_mean(stats.proc_ratio).mean
+            out[str(measure)] = row
+        return out
+
+    @property
+    def per_query(self) -> dict[str, dict[str, dict[str, float | None]]]:
+        """``{qid: {"ndcg@10": {expected, min, max, range, oblivious, bias, proc, proc_ratio}}}``; NA → None."""
+        names = SUMMARY_STATS + ("proc", "proc_ratio")
+        columns = {(str(m), n): self.stats[m].stat(n) for m in self.measures for n in names}
+        return {
+            qid: {
+                str(m): {n: (None if np.isnan(v := columns[(str(m), n)][i]) else float(v)) for n in names}
+                for m in self.measures
+            }
+            for i, qid in enumerate(self.query_ids)
+        }
+
+
+def _judged_matrix(pools: Sequence[np.ndarray]) -> np.ndarray:
+    width = max((p.size for p in pools), default=0)
+    out = np.full((len(pools), width), np.nan)
+    for i, pool in enumerate(pools):
+        out[i, : pool.size] = pool
+    return out
+
+
+def build_batch(
+    run: Run,
+    qrels: Qrels,
+    query_ids: Sequence[str],
+    *,
+    rubric_map: Mapping[float, float] | None = None,
+    with_docid_rank: bool = False,
+) -> Batch:
+    """Padded arrays for ``query_ids`` (each in both run and qrels).
+
+    ``rubric_map`` maps grades to the 1–5 rubric for the set metrics (key 0 also maps unjudged
+    candidates); without it the set metrics read the grades as they are.
+    """
+    width = max((len(run[q]) for q in query_ids), default=0)
+    n = len(query_ids)
+    scores = np.full((n, max(width, 1)), -np.inf)
+    grades = np.zeros(scores.shape)
+    docid_rank = np.full(scores.shape, np.iinfo(np.int64).max, dtype=np.int64) if with_docid_rank else None
+    judged_pools = []
+    for i, qid in enumerate(query_ids):
+        candidates = run[qid]
+        judgments = qrels[qid]
+        docids = list(candidates)
+        try:
+            scores[i, : len(docids)] = as_scores(np.fromiter(candidates.values(), dtype=np.float64, count=len(docids)))
+        except ValueError as exc:
+            raise ValueError(f"query {qid}: {exc}") from None
+        grades[i, : len(docids)] = [judgments.get(d, 0) for d in docids]
+        judged_pools.append(np.fromiter(judgments.values(), dtype=np.float64, count=len(judgments)))
+        if docid_rank is not None:
+            order = np.argsort(np.array(docids, dtype=object), kind="stable")
+            docid_rank[i, order] = np.arange(len(docids))[::-1]
+    judged = _judged_matrix(judged_pools)
+    if rubric_map is None:
+        rubric, judged_rubric = grades, judged
+    else:
+        lookup = dict(rubric_map)
+        remap = np.vectorize(lambda g: lookup.get(g, g), otypes=[np.float64])
+        rubric = remap(grades) if grades.size else grades
+        judged_rubric = np.where(np.isnan(judged), np.nan, remap(np.nan_to_num(judged))) if judged.size else judged
+    return Batch(scores, grades, rubric, judged, judged_rubric, docid_rank)
+
+
+def evaluate(
+    run: Run,
+    qrels: Qrels,
+    measures: "Sequence[str | Measure]",
+    *,
+    rel_level: float = 1,
+    tie_break: TieBreak = "input",
+    gmax: float | None = None,
+    rubric_map: Mapping[float, float] | None = None,
+) -> Evaluation:
+    """Tie-aware evaluation of ``run`` against ``qrels`` for every measure (e.g. ``"ndcg@10"``).
+
+    ``rel_level``: binary relevance is ``grade >= rel_level``. ``tie_break``: the order used for
+    the tie-oblivious value (``input`` = the run's own order, ``docid`` = trec_eval's docid
+    descending). ``gmax``: ERR's maximum grade (default: the largest grade in the data).
+    """
+    parsed = parse_measures(list(measures))
+    query_ids = [q for q in run if q in qrels]
+    if gmax is None:
+        gmax = max((float(g) for q in query_ids for g in qrels[q].values()), default=1.0)
+    columns: dict[Measure, dict[str, list[np.ndarray]]] = {m: {s: [] for s in STATS} for m in parsed}
+    for begin in range(0, len(query_ids), CHUNK_QUERIES):
+        chunk = query_ids[begin : begin + CHUNK_QUERIES]
+        batch = build_batch(run, qrels, chunk, rubric_map=rubric_map, with_docid_rank=tie_break == "docid")
+        result = evaluate_batch(batch, parsed, rel_level=rel_level, gmax=gmax, tie_break=tie_break)
+        for measure, per_stat in result.items():
+            for stat, values in per_stat.items():
+                columns[measure][stat].append(values)
+
+    def joined(parts: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    stats = {m: QueryStats(**{s: joined(columns[m][s]) for s in STATS}) for m in parsed}
+    return Evaluation(query_ids, parsed, stats)
