@@ -201,7 +201,7 @@ def evaluate_batch(
         raise ValueError("tie_break='docid' needs docid ranks in the batch")
     kmax = max(m.k for m in measures)
     batch = batch.padded_to(kmax)
-    largest_grade = float(np.nanmax(np.concatenate([batch.judged.ravel(), batch.grades.ravel()]), initial=1.0))
+    largest_grade = float(np.nanmax(np.concatenate([batch.judged.ravel(), batch.grades.ravel()]), initial=0.0))
     if gmax is None:
         gmax = largest_grade
     elif gmax < largest_grade:

@@ -168,7 +168,7 @@ def evaluate(
     parsed = parse_measures(list(measures))
     query_ids = [q for q in run if q in qrels]
     if gmax is None:
-        gmax = max((float(g) for q in query_ids for g in qrels[q].values()), default=1.0)
+        gmax = max((float(g) for q in query_ids for g in qrels[q].values()), default=0.0)
     columns: dict[Measure, dict[str, list[np.ndarray]]] = {m: {s: [] for s in STATS} for m in parsed}
     for begin in range(0, len(query_ids), CHUNK_QUERIES):
         chunk = query_ids[begin : begin + CHUNK_QUERIES]

@@ -1,0 +1,174 @@
+"""Readers and writers for standard evaluation formats, with errors that name file and line.
+
+- TREC run: ``qid Q0 docid rank score tag`` (whitespace separated). The file's line order is the
+  ``input`` tie-break order; the rank column is ignored (as trec_eval does).
+- TREC qrels: ``qid iteration docid grade``; BEIR qrels: ``query-id<TAB>corpus-id<TAB>score``
+  with or without a header line. Unjudged documents are non-relevant.
+- BEIR folder: ``corpus.jsonl`` (``_id``, ``title``, ``text``, ``metadata``), ``queries.jsonl``
+  (``_id``, ``text``), ``qrels/<split>.tsv``.
+
+Malformed lines, NaN/inf scores and duplicates raise :class:`FormatError` (a ValueError).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+Run = dict[str, dict[str, float]]
+Qrels = dict[str, dict[str, float]]
+
+
+class FormatError(ValueError):
+    """Bad input, located: ``path:line: problem``."""
+
+    def __init__(self, path: str | os.PathLike, line: int | None, problem: str) -> None:
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {problem}")
+
+
+def _lines(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            fields = line.split()
+            if fields:
+                yield number, fields
+
+
+def _number(path, line: int, text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise FormatError(path, line, f"{what} {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise FormatError(path, line, f"{what} is {text}: it must be finite")
+    return value
+
+
+def read_trec_run(path: str | os.PathLike) -> Run:
+    """``{qid: {docid: score}}`` in file order. Six fields per line; finite scores; unique docids."""
+    run: Run = {}
+    for line, fields in _lines(path):
+        if len(fields) != 6:
+            raise FormatError(path, line, f"expected 6 fields 'qid Q0 docid rank score tag', got {len(fields)}")
+        qid, _, docid, _, score, _ = fields
+        ranking = run.setdefault(qid, {})
+        if docid in ranking:
+            raise FormatError(path, line, f"duplicate docid {docid!r} for query {qid!r}")
+        ranking[docid] = _number(path, line, score, "score")
+    return run
+
+
+def read_qrels(path: str | os.PathLike) -> Qrels:
+    """``{qid: {docid: grade}}`` from TREC (4 fields) or BEIR (3 fields, optional header) qrels."""
+    qrels: Qrels = {}
+    for line, fields in _lines(path):
+        if line == 1 and len(fields) == 3 and fields[0].lower() in ("query-id", "query_id", "qid"):
+            continue
+        if len(fields) == 4:
+            qid, _, docid, grade = fields
+        elif len(fields) == 3:
+            qid, docid, grade = fields
+        else:
+            raise FormatError(path, line, f"expected 'qid 0 docid grade' (TREC) or 'qid docid grade' (BEIR), got {len(fields)} fields")
+        judgments = qrels.setdefault(qid, {})
+        if docid in judgments:
+            raise FormatError(path, line, f"duplicate judgment of {docid!r} for query {qid!r}")
+        judgments[docid] = _number(path, line, grade, "grade")
+    return qrels
+
+
+def write_trec_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float]], tag: str = "steadyrank") -> None:
+    """Write a TREC run atomically (temp file + rename), ranks by score desc, ties in input order."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            for qid, ranking in run.items():
+                ordered = sorted(enumerate(ranking.items()), key=lambda item: (-item[1][1], item[0]))
+                for rank, (_, (docid, score)) in enumerate(ordered, start=1):
+                    out.write(f"{qid} Q0 {docid} {rank} {score!r} {tag}\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-empty line; bad JSON or a non-object is a FormatError."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise FormatError(path, number, f"bad JSON: {exc.msg}") from None
+            if not isinstance(record, dict):
+                raise FormatError(path, number, "expected a JSON object")
+            yield number, record
+
+
+def _id_and_text(path, line: int, record: dict, id_keys: tuple[str, ...]) -> tuple[str, str]:
+    key = next((k for k in id_keys if k in record), None)
+    if key is None:
+        raise FormatError(path, line, f"missing id field ({' or '.join(id_keys)})")
+    text = record.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise FormatError(path, line, f"id {record[key]!r}: missing or empty 'text'")
+    return str(record[key]), text
+
+
+def read_beir_corpus(path: str | os.PathLike) -> dict[str, dict]:
+    """``{docid: {"title", "text", "metadata"}}`` from BEIR ``corpus.jsonl`` (or JSONL with ``id``)."""
+    corpus: dict[str, dict] = {}
+    for line, record in read_jsonl(path):
+        docid, text = _id_and_text(path, line, record, ("_id", "id"))
+        if docid in corpus:
+            raise FormatError(path, line, f"duplicate document id {docid!r}")
+        corpus[docid] = {"title": record.get("title") or "", "text": text, "metadata": record.get("metadata") or {}}
+    return corpus
+
+
+def read_beir_queries(path: str | os.PathLike) -> dict[str, str]:
+    """``{qid: text}`` from BEIR ``queries.jsonl`` (or JSONL with ``id``)."""
+    queries: dict[str, str] = {}
+    for line, record in read_jsonl(path):
+        qid, text = _id_and_text(path, line, record, ("_id", "id"))
+        if qid in queries:
+            raise FormatError(path, line, f"duplicate query id {qid!r}")
+        queries[qid] = text
+    return queries
+
+
+@dataclass(frozen=True)
+class BeirData:
+    """A BEIR folder: corpus, queries and one split of qrels."""
+
+    corpus: dict[str, dict]
+    queries: dict[str, str]
+    qrels: Qrels
+
+
+def read_beir(folder: str | os.PathLike, split: str = "test") -> BeirData:
+    """Read ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv`` from a BEIR folder."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: not a directory")
+    return BeirData(
+        read_beir_corpus(folder / "corpus.jsonl"),
+        read_beir_queries(folder / "queries.jsonl"),
+        read_qrels(folder / "qrels" / f"{split}.tsv"),
+    )

@@ -1,0 +1,44 @@
+"""Shared output helpers for CLI commands: strict JSON (NaN → null) and plain-text tables."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def dumps_json(payload: Any) -> str:
+    """JSON text with NaN/inf written as null, so every consumer can parse it."""
+    return json.dumps(_finite(payload), indent=2, allow_nan=False)
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], float_format: str = "{:.4f}") -> str:
+    """A left-aligned first column and right-aligned others; floats via ``float_format``, NaN as 'NA'."""
+
+    def cell(value: Any) -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "NA"
+        if isinstance(value, float):
+            return float_format.format(value)
+        return str(value)
+
+    table = [list(headers)] + [[cell(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(headers))]
+    lines = []
+    for j, row in enumerate(table):
+        parts = [row[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(row[1:], widths[1:])]
+        lines.append("  ".join(parts).rstrip())
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
