@@ -12,13 +12,13 @@ from metrics.io import (
     BeirData, FormatError, read_beir, read_beir_corpus, read_beir_queries, read_jsonl, read_qrels, read_trec_run,
     write_trec_run,
 )
-from metrics.evaluate import Evaluation, QueryStats, build_batch, evaluate
+from metrics.evaluate import Evaluation, QueryStats, build_batch, evaluate, evaluate_arrays
 from metrics.measures import METRIC_KEYS, Measure, parse_measure, parse_measures
 from metrics.ties import as_scores, rank_order, straddling_group, tie_groups
 
 __all__ = [
     "METRIC_KEYS", "Batch", "BeirData", "FormatError", "read_beir", "read_beir_corpus", "read_beir_queries",
     "read_jsonl", "read_qrels", "read_trec_run", "write_trec_run", "ConfidenceInterval", "Evaluation", "MacroMean", "Measure", "QueryStats",
-    "as_scores", "bootstrap_ci", "build_batch", "evaluate", "evaluate_batch", "macro_mean",
+    "as_scores", "bootstrap_ci", "build_batch", "evaluate", "evaluate_arrays", "evaluate_batch", "macro_mean",
     "paired_bootstrap", "parse_measure", "parse_measures", "rank_order", "straddling_group", "tie_groups",
 ]

@@ -7,7 +7,7 @@ both. Queries are processed in chunks so that peak memory stays proportional to 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +19,7 @@ from metrics.ties import as_scores
 
 Run = Mapping[str, Mapping[str, float]]
 Qrels = Mapping[str, Mapping[str, float]]
-CHUNK_QUERIES = 2048
+CHUNK_QUERIES = 512
 
 
 @dataclass
@@ -106,6 +106,24 @@ def _judged_matrix(pools: Sequence[np.ndarray]) -> np.ndarray:
     return out
 
 
+def _rubric_grades(
+    grades: np.ndarray, judged: np.ndarray, rubric_map: Mapping[float, float] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate and pool grades on the 1–5 rubric (unchanged without a map; NaN pads stay NaN)."""
+    if rubric_map is None:
+        return grades, judged
+    sources = np.array(list(rubric_map), dtype=np.float64)
+    targets = np.array(list(rubric_map.values()), dtype=np.float64)
+
+    def remap(values: np.ndarray) -> np.ndarray:
+        out = values.astype(np.float64, copy=True)
+        for source, target in zip(sources, targets):
+            out[values == source] = target
+        return out
+
+    return remap(grades), remap(judged)
+
+
 def build_batch(
     run: Run,
     qrels: Qrels,
@@ -139,13 +157,7 @@ def build_batch(
             order = np.argsort(np.array(docids, dtype=object), kind="stable")
             docid_rank[i, order] = np.arange(len(docids))[::-1]
     judged = _judged_matrix(judged_pools)
-    if rubric_map is None:
-        rubric, judged_rubric = grades, judged
-    else:
-        lookup = dict(rubric_map)
-        remap = np.vectorize(lambda g: lookup.get(g, g), otypes=[np.float64])
-        rubric = remap(grades) if grades.size else grades
-        judged_rubric = np.where(np.isnan(judged), np.nan, remap(np.nan_to_num(judged))) if judged.size else judged
+    rubric, judged_rubric = _rubric_grades(grades, judged, rubric_map)
     return Batch(scores, grades, rubric, judged, judged_rubric, docid_rank)
 
 
@@ -169,11 +181,70 @@ def evaluate(
     query_ids = [q for q in run if q in qrels]
     if gmax is None:
         gmax = max((float(g) for q in query_ids for g in qrels[q].values()), default=0.0)
-    columns: dict[Measure, dict[str, list[np.ndarray]]] = {m: {s: [] for s in STATS} for m in parsed}
+
+    def chunk(begin: int, end: int) -> Batch:
+        return build_batch(run, qrels, query_ids[begin:end], rubric_map=rubric_map,
+                           with_docid_rank=tie_break == "docid")
+
+    return _evaluate_chunks(chunk, query_ids, parsed, rel_level=rel_level, gmax=gmax, tie_break=tie_break)
+
+
+def evaluate_arrays(
+    scores: np.ndarray,
+    grades: np.ndarray,
+    judged: np.ndarray,
+    measures: "Sequence[str | Measure]",
+    *,
+    lengths: np.ndarray | None = None,
+    rel_level: float = 1,
+    gmax: float | None = None,
+    rubric_map: Mapping[float, float] | None = None,
+    query_ids: Sequence[str] | None = None,
+) -> Evaluation:
+    """Tie-aware evaluation of padded arrays, without building dictionaries.
+
+    ``scores`` (Q, L) in any float dtype (compared exactly as given) with the candidates of each
+    query in input order; ``lengths`` (Q,) the number of valid leading candidates per row
+    (default: all L); ``grades`` (Q, L) the candidates' grades (unjudged = 0); ``judged`` (Q, J)
+    every judged grade of each query from the qrels, NaN padded. The tie-oblivious value uses
+    the input order.
+    """
+    parsed = parse_measures(list(measures))
+    n_queries, width = scores.shape
+    if grades.shape != scores.shape or judged.shape[0] != n_queries:
+        raise ValueError(f"shape mismatch: scores {scores.shape}, grades {grades.shape}, judged {judged.shape}")
+    lengths = np.full(n_queries, width) if lengths is None else np.asarray(lengths)
+    ids = [str(i) for i in range(n_queries)] if query_ids is None else list(query_ids)
+    if gmax is None:
+        gmax = float(np.nanmax(judged, initial=0.0))
+
+    def chunk(begin: int, end: int) -> Batch:
+        valid = np.arange(width)[None, :] < lengths[begin:end, None]
+        chunk_scores = np.where(valid, scores[begin:end].astype(np.float64), -np.inf)
+        if not np.isfinite(chunk_scores[valid]).all():
+            raise ValueError("scores must be finite (NaN or inf found)")
+        chunk_grades = np.where(valid, grades[begin:end], 0).astype(np.float64)
+        chunk_judged = judged[begin:end].astype(np.float64)
+        rubric, judged_rubric = _rubric_grades(chunk_grades, chunk_judged, rubric_map)
+        return Batch(chunk_scores, chunk_grades, rubric, chunk_judged, judged_rubric)
+
+    return _evaluate_chunks(chunk, ids, parsed, rel_level=rel_level, gmax=gmax, tie_break="input")
+
+
+def _evaluate_chunks(
+    make_batch: "Callable[[int, int], Batch]",
+    query_ids: Sequence[str],
+    measures: list[Measure],
+    *,
+    rel_level: float,
+    gmax: float,
+    tie_break: TieBreak,
+) -> Evaluation:
+    """Evaluate ``make_batch(begin, end)`` for consecutive chunks of CHUNK_QUERIES queries."""
+    columns: dict[Measure, dict[str, list[np.ndarray]]] = {m: {s: [] for s in STATS} for m in measures}
     for begin in range(0, len(query_ids), CHUNK_QUERIES):
-        chunk = query_ids[begin : begin + CHUNK_QUERIES]
-        batch = build_batch(run, qrels, chunk, rubric_map=rubric_map, with_docid_rank=tie_break == "docid")
-        result = evaluate_batch(batch, parsed, rel_level=rel_level, gmax=gmax, tie_break=tie_break)
+        batch = make_batch(begin, min(begin + CHUNK_QUERIES, len(query_ids)))
+        result = evaluate_batch(batch, measures, rel_level=rel_level, gmax=gmax, tie_break=tie_break)
         for measure, per_stat in result.items():
             for stat, values in per_stat.items():
                 columns[measure][stat].append(values)
@@ -181,5 +252,5 @@ def evaluate(
     def joined(parts: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0)
 
-    stats = {m: QueryStats(**{s: joined(columns[m][s]) for s in STATS}) for m in parsed}
-    return Evaluation(query_ids, parsed, stats)
+    stats = {m: QueryStats(**{s: joined(columns[m][s]) for s in STATS}) for m in measures}
+    return Evaluation(list(query_ids), measures, stats)
