@@ -25,7 +25,7 @@ from metrics.formulas import (
     expected_reciprocal_rank,
     log_discounts,
 )
-from metrics.layout import Layout, PartialSort, smallest_sorted
+from metrics.layout import Layout, PartialSort, best_order, smallest_sorted
 from metrics.measures import LOWER_IS_BETTER, Measure
 
 TieBreak = Literal["input", "docid"]
@@ -78,7 +78,7 @@ class _ItemValues:
 
     def __init__(self, batch: Batch, rel_level: float, gmax: float) -> None:
         self.batch, self.rel_level, self.gmax = batch, rel_level, gmax
-        self._cache: dict[str, np.ndarray] = {}
+        self._cache: dict[object, np.ndarray] = {}
         valid = batch.valid
         self.n_relevant = (batch.judged >= rel_level).sum(axis=1).astype(np.float64)
         pool = batch.judged_rubric
@@ -123,6 +123,11 @@ class _ItemValues:
         return out * self.batch.valid
 
     def rarity_ideal(self, kmax: int) -> np.ndarray:
+        if ("rarity_ideal", kmax) not in self._cache:
+            self._cache[("rarity_ideal", kmax)] = self._rarity_ideal(kmax)
+        return self._cache[("rarity_ideal", kmax)]
+
+    def _rarity_ideal(self, kmax: int) -> np.ndarray:
         """Sum of the k largest pool weights for k = 1..K: (Q, K) (RA-nWG's denominator)."""
         grades = (5, 4, 3)
         w = np.stack([self.rarity_weights[g] for g in grades], axis=1)
@@ -138,6 +143,11 @@ class _ItemValues:
         return total
 
     def ideal_dcg(self, gain: str, kmax: int) -> np.ndarray:
+        if ("ideal_dcg", gain, kmax) not in self._cache:
+            self._cache[("ideal_dcg", gain, kmax)] = self._ideal_dcg(gain, kmax)
+        return self._cache[("ideal_dcg", gain, kmax)]
+
+    def _ideal_dcg(self, gain: str, kmax: int) -> np.ndarray:
         """IDCG@k for k = 1..K from every judged grade of the query: (Q, K)."""
         judged = np.nan_to_num(np.clip(self.batch.judged, 0, None), nan=0.0)
         gains = judged if gain == "gain_linear" else 2.0**judged - 1
@@ -209,28 +219,24 @@ def evaluate_batch(
     values = _ItemValues(batch, rel_level, gmax)
 
     partial = PartialSort.of(batch.scores, kmax)
-    column = np.broadcast_to(np.arange(batch.scores.shape[1]), batch.scores.shape)
-    oblivious_order = partial.fixed_order(column if tie_break == "input" else batch.docid_rank)
+    oblivious_order = partial.fixed_order(None if tie_break == "input" else batch.docid_rank)
     layouts: dict[str, Layout] = {
         "expected": Layout.tied(partial, oblivious_order),
         "oblivious": Layout.fixed(oblivious_order),
     }
-    ordered: dict[tuple[str, str], Layout] = {}
+    ordered: dict[tuple[str, bool, str], Layout] = {}
 
     def layout_for(stat: str, measure: Measure) -> Layout:
         if stat in layouts:
             return layouts[stat]
-        item = values[measure.key]
-        direction = {"max": "desc", "min": "asc"}.get(stat)
-        if direction is None:  # proc: the best order of all candidates, ignoring scores
-            direction = "asc" if measure.name in LOWER_IS_BETTER else "desc"
-        cache_key = (stat if stat == "proc" else "fixed", direction, measure.key)
+        descending = stat == "max" or (stat == "proc" and measure.name not in LOWER_IS_BETTER)
+        cache_key = (stat if stat == "proc" else "extreme", descending, measure.key)
         if cache_key not in ordered:
-            signed = -item if direction == "desc" else item
+            item = values[measure.key]
             if stat == "proc":
-                order = smallest_sorted(np.where(batch.valid, signed, np.inf), kmax)
+                order = best_order(item, batch.valid, kmax, descending)
             else:
-                order = partial.fixed_order(signed)
+                order = partial.fixed_order(item, descending)
             ordered[cache_key] = Layout.fixed(order)
         return ordered[cache_key]
 

@@ -73,22 +73,27 @@ class PartialSort:
         gathered = np.take_along_axis(values, np.maximum(self.boundary_cols, 0), axis=1)
         return np.where(self.boundary_cols >= 0, gathered, 0.0).sum(axis=1)
 
-    def fixed_order(self, tiebreak: np.ndarray) -> np.ndarray:
-        """Column indices of the top K under (score desc, ``tiebreak`` asc): shape (Q, K).
+    def fixed_order(self, values: np.ndarray | None = None, descending: bool = False) -> np.ndarray:
+        """Column indices of the top K under score desc, then a tie-break: shape (Q, K).
 
-        ``tiebreak`` is a (Q, W) key: the column index gives the input order, ``-value`` the
-        best case for a metric, ``value`` the worst case. Only the boundary group's members are
-        ranked by it beyond the inner items, so the cost is O(M + K log K) per row.
+        The tie-break is ``values`` (a (Q, W) key, descending or ascending: the best or worst
+        case of a metric, or trec_eval's docid rank) or, with ``values=None``, the input order.
+        Only the inner items and the boundary group's members are read, so the cost is
+        O(M + K log K) per row.
         """
+
+        def keys_at(cols: np.ndarray) -> np.ndarray:
+            if values is None:
+                return cols.astype(np.float64)
+            gathered = np.take_along_axis(values, cols, axis=1)
+            return -gathered if descending else gathered
+
         top_scores = np.take_along_axis(self.scores, self.top, axis=1)
-        top_keys = np.take_along_axis(tiebreak, self.top, axis=1)
-        inner_order = np.lexsort((top_keys, -top_scores, ~self.inner), axis=1)
+        inner_order = np.lexsort((keys_at(self.top), -top_scores, ~self.inner), axis=1)
         inner_sorted = np.take_along_axis(self.top, inner_order, axis=1)
 
         safe_cols = np.maximum(self.boundary_cols, 0)
-        boundary_keys = np.where(
-            self.boundary_cols >= 0, np.take_along_axis(tiebreak, safe_cols, axis=1), np.inf
-        )
+        boundary_keys = np.where(self.boundary_cols >= 0, keys_at(safe_cols), np.inf)
         chosen = smallest_sorted(boundary_keys, self.kmax)
         boundary_sorted = np.take_along_axis(safe_cols, chosen, axis=1)
 
@@ -96,6 +101,29 @@ class PartialSort:
         a = self.inner_count[:, None]
         merged = np.concatenate([inner_sorted, boundary_sorted], axis=1)
         return np.take_along_axis(merged, np.where(positions < a, positions, self.kmax + positions - a), axis=1)
+
+
+def best_order(values: np.ndarray, valid: np.ndarray, kmax: int, descending: bool = True) -> np.ndarray:
+    """Columns of the ``kmax`` valid items with the largest (or smallest) values, sorted: (Q, K).
+
+    This is the order of PROC (the best ordering of the whole candidate pool). For descending
+    order of non-negative values only the non-zero items need sorting (they are few: the judged
+    relevant ones); the remaining positions take a zero-valued column, which adds nothing.
+    """
+    if not descending:
+        return smallest_sorted(np.where(valid, values, np.inf), kmax)
+    n_queries = values.shape[0]
+    positive = values > 0
+    rows, cols = np.nonzero(positive)
+    counts = np.bincount(rows, minlength=n_queries)
+    width = int(counts.max(initial=0))
+    compact = np.full((n_queries, max(width, kmax)), -1, dtype=np.int64)
+    compact[rows, np.arange(rows.size) - (np.cumsum(counts) - counts)[rows]] = cols
+    compact_values = np.where(compact >= 0, np.take_along_axis(values, np.maximum(compact, 0), axis=1), -np.inf)
+    order = np.argsort(-compact_values, axis=1, kind="stable")[:, :kmax]
+    ranked = np.take_along_axis(compact, order, axis=1)
+    filler = np.argmin(positive[:, : width + 1], axis=1)  # among width + 1 columns one is not positive
+    return np.where(ranked >= 0, ranked, filler[:, None])
 
 
 @dataclass(frozen=True)
