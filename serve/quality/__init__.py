@@ -1,0 +1,1 @@
+"""Online quality: golden sets, the shadow evaluator, canary comparison, Prometheus quality series."""

@@ -1,0 +1,60 @@
+"""Settings of the online-quality side path (the ``quality`` section of the server settings)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class CanaryRules(BaseModel):
+    """Thresholds of the canary verdict (see ``serve.quality.canary``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metrics: list[str] = Field(
+        default_factory=lambda: ["ndcg@10", "ra_nwg@10"],
+        description="guarded measures: every one must pass for promote; any one can trigger rollback",
+    )
+    margin: float = Field(0.01, ge=0, description="non-inferiority margin on each guarded measure")
+    min_queries: int = Field(20, ge=2, description="paired golden queries needed before any verdict")
+    max_p95_latency_increase: float = Field(
+        0.25, ge=0, description="promote only if the canary's p95 replay latency is at most this fraction above the primary's"
+    )
+    confidence: float = Field(0.95, gt=0, lt=1, description="bootstrap confidence level")
+    resamples: int = Field(2000, ge=100, description="bootstrap resamples")
+
+
+class QualitySettings(BaseModel):
+    """The shadow evaluator: golden replays, live mirroring, canary comparison."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="run the shadow evaluator deployment")
+    golden: str | None = Field(
+        None, description="golden set: a BEIR folder or a JSONL file {query_id, query, judgments}; "
+                          "unset = the embedded demo golden set"
+    )
+    golden_split: str = Field("test", description="qrels split when `golden` is a BEIR folder")
+    grade_map: dict[int, int] | None = Field(
+        None, description="map the golden set's grades onto the 1-5 rubric, e.g. {3: 5, 2: 4, 1: 3, 0: 1}"
+    )
+    interval_s: float = Field(30.0, gt=0, description="seconds between golden replay rounds")
+    sample_size: int = Field(8, ge=1, description="golden queries replayed per round (rate limit)")
+    window: int = Field(200, ge=1, description="evaluations per variant kept in the sliding window")
+    top_n: int = Field(30, ge=1, description="results requested per replayed query")
+    mirror_fraction: float = Field(
+        1.0, ge=0, le=1, description="fraction of /v1/search requests matching a golden query that are evaluated"
+    )
+    canary_fraction: float = Field(
+        0.1, ge=0, le=1, description="fraction of user /v1/search requests copied to the canary for agreement"
+    )
+    seed: int | None = Field(None, description="random seed of sampling (None = nondeterministic)")
+    canary: CanaryRules = Field(default_factory=CanaryRules)
+
+    @field_validator("grade_map")
+    @classmethod
+    def _rubric_targets(cls, value: dict[int, int] | None) -> dict[int, int] | None:
+        if value is not None:
+            bad = {k: v for k, v in value.items() if not 1 <= v <= 5}
+            if bad:
+                raise ValueError(f"grade_map targets must be on the 1-5 rubric, got {bad}")
+        return value

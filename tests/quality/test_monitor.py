@@ -1,0 +1,50 @@
+"""Evaluator figures equal metrics/ on the same inputs; windows keep the last N per variant."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from metrics import evaluate
+from serve.quality.golden import RELEVANCE_TO_RUBRIC, GoldenQuery
+from serve.quality.monitor import GOLDEN_MEASURES, QualityWindow, evaluate_ranking
+
+GOLDEN = GoldenQuery("q1", "how to list open ports", {"d1": 5, "d2": 4, "d3": 3, "d4": 2, "d9": 5})
+# d2 and d3 tie across rank 10 with two unjudged documents.
+CANDIDATES = [("d1", 0.9)] + [(f"u{i}", 0.8 - i / 100) for i in range(7)] + [("d2", 0.5), ("x", 0.5), ("d3", 0.5), ("d4", 0.1)]
+
+
+def test_evaluation_equals_metrics_evaluate():
+    e = evaluate_ranking(GOLDEN, CANDIDATES, variant="primary", source="replay", escalated=True, latency_s=0.2)
+    direct = evaluate({"q1": dict(CANDIDATES)}, {"q1": {"d1": 3, "d2": 2, "d3": 1, "d4": 0, "d9": 3}},
+                      GOLDEN_MEASURES, rel_level=1, gmax=3, rubric_map=RELEVANCE_TO_RUBRIC)
+    for measure in GOLDEN_MEASURES:
+        for stat in ("expected", "min", "max", "oblivious", "proc"):
+            assert e.stats[measure][stat] == pytest.approx(direct[measure].stat(stat)[0], nan_ok=True)
+    assert e.tie_at_cutoff and e.tie_group_size == 3
+    assert e.stats["ndcg@10"]["range"] > 0
+    assert e.escalated and e.k == len(CANDIDATES)
+
+
+def test_window_keeps_last_n_and_averages_defined_values():
+    window = QualityWindow(size=3)
+    for i in range(5):
+        cands = [("d1", 1.0), ("x", 0.5)] if i % 2 else [("x", 1.0), ("d1", 0.5)]
+        window.add(evaluate_ranking(GOLDEN, cands, variant="primary", source="replay", latency_s=i))
+    summary = window.summary("primary")
+    assert summary.n == 3
+    # the last three rankings: i = 2 (d1 second), 3 (first), 4 (second) → MRR mean (0.5 + 1 + 0.5) / 3
+    assert summary.quality["mrr@10"]["expected"] == pytest.approx(2 / 3)
+    assert summary.latency_p50_s == 3
+    assert window.variants() == ["primary"]
+    assert math.isnan(window.summary("canary").quality["ndcg@10"]["expected"])
+
+
+def test_bad_rankings_are_refused():
+    with pytest.raises(ValueError, match="duplicate"):
+        evaluate_ranking(GOLDEN, [("d1", 1.0), ("d1", 0.5)], variant="p", source="replay")
+    with pytest.raises(ValueError, match="empty"):
+        evaluate_ranking(GOLDEN, [], variant="p", source="replay")
+    assert np.isfinite(evaluate_ranking(GOLDEN, [("zz", 1.0)], variant="p", source="replay").stats["harm@10"]["expected"])
