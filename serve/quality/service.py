@@ -1,0 +1,193 @@
+"""The shadow evaluator's logic: golden replays, live mirroring, exports, canary reports.
+
+It is independent of Ray: ``search`` is any async callable taking a search request dict and
+returning the Searcher's response (``candidates`` = the full reranked list in served order with
+``id`` and ``relevance_score``; ``meta`` with ``escalated``), and ``recorder`` any object with
+``inc``/``set`` (``serve.app.telemetry.Recorder``). The Ray Serve deployment wraps it.
+
+Replays are marked ``shadow`` so the server does not count them as user traffic. A failed replay
+is counted (``steadyrank_golden_failures_total``), logged, and retried in the next round; the
+loop itself never stops on an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from metrics import parse_measure
+from serve.quality.canary import VERDICTS, Agreement, agreement, compare
+from serve.quality.golden import GoldenQuery, GoldenSet
+from serve.quality.monitor import QUALITY_STATS, QualityWindow, evaluate_ranking
+from serve.quality.settings import QualitySettings
+
+logger = logging.getLogger("steadyrank.quality")
+SearchFn = Callable[[dict], Awaitable[dict]]
+
+
+class Recorder(Protocol):
+    def inc(self, name: str, value: float = 1.0, **labels: str) -> None: ...
+    def set(self, name: str, value: float, **labels: str) -> None: ...
+
+
+def served_candidates(response: dict) -> list[tuple[str, float]]:
+    """(doc id, score) of every reranked candidate, in served order."""
+    return [(str(c["id"]), float(c["relevance_score"])) for c in response["candidates"]]
+
+
+class QualityService:
+    """Golden evaluation of the live search path, per variant (``primary`` and optionally ``canary``)."""
+
+    def __init__(self, settings: QualitySettings, golden: GoldenSet, search: SearchFn, recorder: Recorder,
+                 variants: Sequence[str] = ("primary",)) -> None:
+        self.settings, self.golden, self.search, self.recorder = settings, golden, search, recorder
+        self.variants = tuple(variants)
+        self.window = QualityWindow(settings.window)
+        self.agreements: deque[Agreement] = deque(maxlen=settings.window)
+        self.rng = random.Random(settings.seed)
+        self.retry: dict[str, GoldenQuery] = {}
+        self.counts = {"replayed": 0, "mirrored": 0, "failures": 0, "rounds": 0}
+        self.last_success: float | None = None
+
+    # --- golden replays -------------------------------------------------------------------
+    def _sample(self) -> list[GoldenQuery]:
+        """Queries that failed last time first, then a random sample, ``sample_size`` in all."""
+        chosen = list(self.retry.values())[: self.settings.sample_size]
+        others = [q for q in self.golden.queries.values() if q.query_id not in self.retry]
+        room = min(self.settings.sample_size - len(chosen), len(others))
+        return chosen + self.rng.sample(others, room)
+
+    async def _evaluate(self, query: GoldenQuery, variant: str, source: str) -> list[tuple[str, float]] | None:
+        """Run ``query`` through ``variant`` and record its evaluation; None (and counted) on failure."""
+        request = {"query": query.query, "top_n": self.settings.top_n, "shadow": True, "variant": variant}
+        started = time.perf_counter()
+        try:
+            response = await self.search(request)
+            candidates = served_candidates(response)
+            evaluation = evaluate_ranking(query, candidates, variant=variant, source=source,
+                                          escalated=bool(response.get("meta", {}).get("escalated", False)),
+                                          latency_s=time.perf_counter() - started)
+        except Exception as exc:  # noqa: BLE001 - any failure is counted, logged and retried
+            self.counts["failures"] += 1
+            self.retry[query.query_id] = query
+            self.recorder.inc("steadyrank_golden_failures_total", variant=variant)
+            logger.warning("golden %s %s of %s failed: %s: %s", source, variant, query.query_id, type(exc).__name__, exc)
+            return None
+        self.window.add(evaluation)
+        self.recorder.inc("steadyrank_golden_evaluations_total", variant=variant, source=source)
+        self.last_success = time.time()
+        self.recorder.set("steadyrank_golden_last_success_timestamp_seconds", self.last_success, variant=variant)
+        return candidates
+
+    async def replay_round(self) -> int:
+        """Replay a sample of golden queries through every variant, one request at a time."""
+        succeeded = 0
+        for query in self._sample():
+            ok = [await self._evaluate(query, variant, "replay") is not None for variant in self.variants]
+            if all(ok):
+                self.retry.pop(query.query_id, None)
+            succeeded += sum(ok)
+        self.counts["replayed"] += succeeded
+        self.counts["rounds"] += 1
+        self.export()
+        return succeeded
+
+    async def run_forever(self) -> None:
+        """A replay round every ``interval_s`` seconds, until cancelled."""
+        while True:
+            await asyncio.sleep(self.settings.interval_s)
+            try:
+                await self.replay_round()
+            except Exception:  # noqa: BLE001 - the loop must survive anything
+                logger.exception("golden replay round failed")
+
+    # --- live mirroring -------------------------------------------------------------------
+    async def mirror(self, event: dict[str, Any]) -> None:
+        """Evaluate a served /v1/search response after it was sent.
+
+        ``event``: ``query``, ``candidates`` (the primary's full reranked list), optional
+        ``golden_query_id`` (the ``X-Golden-Query-Id`` header). A golden match (by header, else by
+        normalised text) is evaluated with probability ``mirror_fraction``; with probability
+        ``canary_fraction`` the canary ranks the same query for agreement.
+        """
+        golden_id = event.get("golden_query_id")
+        golden = self.golden.queries.get(str(golden_id)) if golden_id else self.golden.match(event["query"])
+        if golden_id and golden is None:
+            logger.warning("X-Golden-Query-Id %r is not in the golden set", golden_id)
+        primary = [(str(c["id"]), float(c["relevance_score"])) for c in event["candidates"]]
+        if golden is not None and self.rng.random() < self.settings.mirror_fraction and primary:
+            try:
+                self.window.add(evaluate_ranking(golden, primary, variant="primary", source="mirror",
+                                                 escalated=bool(event.get("meta", {}).get("escalated", False)),
+                                                 latency_s=float(event.get("latency_s", 0.0))))
+                self.recorder.inc("steadyrank_golden_evaluations_total", variant="primary", source="mirror")
+                self.counts["mirrored"] += 1
+            except ValueError as exc:
+                self.counts["failures"] += 1
+                self.recorder.inc("steadyrank_golden_failures_total", variant="primary")
+                logger.warning("mirrored evaluation failed: %s", exc)
+        if "canary" in self.variants and self.rng.random() < self.settings.canary_fraction:
+            if golden is not None:
+                canary = await self._evaluate(golden, "canary", "mirror")
+            else:
+                canary = await self._canary_ranking(event["query"])
+            if canary is not None and primary:
+                self.agreements.append(agreement(primary, canary))
+
+    async def _canary_ranking(self, query: str) -> list[tuple[str, float]] | None:
+        try:
+            return served_candidates(await self.search({"query": query, "top_n": self.settings.top_n,
+                                                        "shadow": True, "variant": "canary"}))
+        except Exception as exc:  # noqa: BLE001
+            self.recorder.inc("steadyrank_golden_failures_total", variant="canary")
+            logger.warning("canary copy failed: %s: %s", type(exc).__name__, exc)
+            return None
+
+    # --- reports and exports --------------------------------------------------------------
+    def canary_report(self) -> dict:
+        """The canary comparison (``serve.quality.canary.compare``) or a note that none is configured."""
+        if "canary" not in self.variants:
+            return {"verdict": None, "reasons": ["no canary variant is configured"], "paired_queries": 0}
+        return compare(self.window.evaluations("primary"), self.window.evaluations("canary"),
+                       self.settings.canary, list(self.agreements), seed=self.settings.seed)
+
+    def status(self) -> dict:
+        summaries = {v: self.window.summary(v) for v in self.variants}
+        return {
+            "golden_queries": len(self.golden), "variants": list(self.variants), **self.counts,
+            "last_success_unix_s": self.last_success, "pending_retries": sorted(self.retry),
+            "windows": {v: {"n": s.n, "quality": s.quality, "tie_at_cutoff_rate": s.tie_at_cutoff_rate,
+                            "mean_tie_group_size": s.mean_tie_group_size, "escalation_rate": s.escalation_rate,
+                            "mean_k": s.mean_k, "latency_p50_s": s.latency_p50_s, "latency_p95_s": s.latency_p95_s}
+                        for v, s in summaries.items()},
+        }
+
+    def export(self) -> None:
+        """Set the golden and canary gauges from the current windows (NA values are left unset)."""
+        for variant in self.variants:
+            summary = self.window.summary(variant)
+            for name, stats in summary.quality.items():
+                measure = parse_measure(name)
+                labels = {"variant": variant, "metric": measure.name, "k": str(measure.k)}
+                for stat in QUALITY_STATS:
+                    if not np.isnan(stats[stat]):
+                        self.recorder.set("steadyrank_golden_quality", stats[stat], stat=stat, **labels)
+                for gauge, key in (("steadyrank_golden_proc", "proc"), ("steadyrank_golden_proc_ratio", "proc_ratio")):
+                    if not np.isnan(stats[key]):
+                        self.recorder.set(gauge, stats[key], **labels)
+        if "canary" in self.variants:
+            report = self.canary_report()
+            for name, result in report.get("metrics", {}).items():
+                measure = parse_measure(name)
+                for bound, value in result["delta"].items():
+                    if not np.isnan(value):
+                        self.recorder.set("steadyrank_canary_delta", value, metric=measure.name, k=str(measure.k), bound=bound)
+            for verdict in VERDICTS:
+                self.recorder.set("steadyrank_canary_verdict", float(report["verdict"] == verdict), verdict=verdict)

@@ -1,0 +1,97 @@
+"""The shadow evaluator's loop: replays, failures counted and retried, mirroring, canary, exports.
+
+``search`` here is an in-process function standing in for the Searcher deployment (it ranks a
+fixed pool by a deterministic score); the real Ray Serve path is exercised in tests/serve. The
+recorder keeps what would be sent to the metrics hub.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+
+import pytest
+
+from serve.quality.golden import GoldenQuery, GoldenSet
+from serve.quality.service import QualityService
+from serve.quality.settings import CanaryRules, QualitySettings
+
+GOLDEN = GoldenSet({
+    "q1": GoldenQuery("q1", "restart a systemd unit", {"d1": 5, "d2": 3, "d9": 1}),
+    "q2": GoldenQuery("q2", "list open ports", {"d3": 5, "d4": 4}),
+    "q3": GoldenQuery("q3", "broken query", {"d5": 5}),
+})
+POOL = [f"d{i}" for i in range(1, 12)]
+
+
+class MemoryRecorder:
+    def __init__(self):
+        self.counters = defaultdict(float)
+        self.gauges = {}
+
+    def inc(self, name, value=1.0, **labels):
+        self.counters[(name, tuple(sorted(labels.items())))] += value
+
+    def set(self, name, value, **labels):
+        self.gauges[(name, tuple(sorted(labels.items())))] = value
+
+
+async def search(request):
+    if request["query"] == "broken query":
+        raise RuntimeError("searcher unavailable")
+    assert request["shadow"] is True
+    bonus = 0.0 if request["variant"] == "primary" else 0.001
+    scored = [{"id": d, "relevance_score": round(1 - i / 20 + bonus, 2)} for i, d in enumerate(POOL)]
+    return {"candidates": scored, "meta": {"escalated": request["variant"] == "canary"}}
+
+
+def service(**overrides):
+    settings = QualitySettings(sample_size=3, interval_s=0.01, seed=1, canary=CanaryRules(min_queries=2, resamples=200),
+                               **overrides)
+    return QualityService(settings, GOLDEN, search, MemoryRecorder(), variants=("primary", "canary"))
+
+
+def test_replay_counts_failures_retries_and_exports():
+    svc = service()
+    evaluated = asyncio.run(svc.replay_round())
+    assert evaluated == 4  # q1, q2 through both variants; q3 fails twice
+    rec = svc.recorder
+    assert rec.counters[("steadyrank_golden_failures_total", (("variant", "primary"),))] == 1
+    assert rec.counters[("steadyrank_golden_evaluations_total", (("source", "replay"), ("variant", "canary")))] == 2
+    assert "q3" in svc.retry
+    key = ("steadyrank_golden_quality", (("k", "10"), ("metric", "ndcg"), ("stat", "expected"), ("variant", "primary")))
+    assert 0 < rec.gauges[key] <= 1
+    assert ("steadyrank_golden_proc_ratio", (("k", "10"), ("metric", "ra_nwg"), ("variant", "primary"))) in rec.gauges
+    assert sum(v for (n, _), v in rec.gauges.items() if n == "steadyrank_canary_verdict") == 1.0
+    asyncio.run(svc.replay_round())  # the loop goes on; q3 is retried first and fails again
+    assert rec.counters[("steadyrank_golden_failures_total", (("variant", "primary"),))] == 2
+
+
+def test_run_forever_survives_failures():
+    svc = service()
+
+    async def run_briefly():
+        task = asyncio.create_task(svc.run_forever())
+        await asyncio.sleep(0.2)
+        task.cancel()
+
+    asyncio.run(run_briefly())
+    assert svc.counts["rounds"] >= 2 and svc.counts["failures"] >= 2 and svc.counts["replayed"] >= 8
+
+
+def test_mirror_matches_header_or_text_and_copies_to_canary():
+    svc = service(canary_fraction=1.0)
+    served = [{"id": d, "relevance_score": 1 - i / 20} for i, d in enumerate(POOL)]
+    asyncio.run(svc.mirror({"query": "Restart a systemd unit!", "candidates": served}))
+    asyncio.run(svc.mirror({"query": "anything", "golden_query_id": "q2", "candidates": served}))
+    asyncio.run(svc.mirror({"query": "not golden at all", "candidates": served}))
+    assert svc.counts["mirrored"] == 2
+    assert [e.query_id for e in svc.window.evaluations("primary")] == ["q1", "q2"]
+    assert len(svc.agreements) == 3 and svc.agreements[-1].top10_overlap == 1.0
+
+
+def test_canary_report_without_canary():
+    svc = QualityService(QualitySettings(), GOLDEN, search, MemoryRecorder())
+    assert svc.canary_report()["verdict"] is None
+    status = svc.status()
+    assert status["golden_queries"] == 3 and status["variants"] == ["primary"]
