@@ -25,7 +25,8 @@ from metrics.formulas import (
     expected_reciprocal_rank,
     log_discounts,
 )
-from metrics.layout import Layout, PartialSort, best_order, smallest_sorted
+from metrics.layout import Layout, PartialSort, best_order, compact_columns, smallest_sorted
+from metrics.values import GradeGrid, ItemValue, gather
 from metrics.measures import LOWER_IS_BETTER, Measure
 
 TieBreak = Literal["input", "docid"]
@@ -42,22 +43,24 @@ RARITY_FALLBACK = {5: 1.0, 4: 1.0, 3: 0.2}
 class Batch:
     """Padded arrays for Q queries (pads: score ``-inf``, grades 0, judged grades NaN).
 
-    ``grades``/``rubric`` are the candidates' grades (unjudged = 0 / the rubric grade for
-    unjudged); ``judged``/``judged_rubric`` hold every judged grade of each query from the qrels
-    (pool for N+, IDCG and RA-nWG). ``docid_rank`` orders candidates by docid descending
-    (0 = largest docid), needed only for ``tie_break="docid"``.
+    ``scores`` may be float32 or float64 (compared exactly as given). ``grades``/``rubric`` are the
+    candidates' grades (unjudged = 0 / the rubric grade for unjudged); ``judged``/``judged_rubric``
+    hold every judged grade of each query from the qrels (pool for N+, IDCG and RA-nWG).
+    ``docid_rank`` orders candidates by docid descending (0 = largest docid), needed only for
+    ``tie_break="docid"``. ``valid`` marks real candidates (derived from the scores if omitted).
     """
 
-    scores: np.ndarray  # (Q, W) float64
+    scores: np.ndarray  # (Q, W) float
     grades: np.ndarray  # (Q, W) float64
     rubric: np.ndarray  # (Q, W) float64
     judged: np.ndarray  # (Q, J) float64, NaN padded
     judged_rubric: np.ndarray  # (Q, J) float64, NaN padded
-    valid: np.ndarray = field(init=False)  # (Q, W) bool
     docid_rank: np.ndarray | None = None  # (Q, W) int
+    valid: np.ndarray | None = None  # (Q, W) bool
 
     def __post_init__(self) -> None:
-        self.valid = np.isfinite(self.scores)
+        if self.valid is None:
+            self.valid = np.isfinite(self.scores)
 
     def padded_to(self, width: int) -> "Batch":
         """The same batch with at least ``width`` columns."""
@@ -69,37 +72,68 @@ class Batch:
             return np.pad(a, ((0, 0), (0, extra)), constant_values=value)
 
         rank = None if self.docid_rank is None else pad(self.docid_rank, np.iinfo(np.int64).max)
-        return Batch(pad(self.scores, -np.inf), pad(self.grades, 0), pad(self.rubric, 0),
-                     self.judged, self.judged_rubric, rank)
+        rubric = pad(self.rubric, 0)
+        return Batch(pad(self.scores, -np.inf), pad(self.grades, 0), rubric, self.judged, self.judged_rubric,
+                     rank, pad(self.valid, False))
+
+
+def _positive(grades: np.ndarray) -> np.ndarray:
+    return np.clip(grades, 0, None)
 
 
 class _ItemValues:
-    """Per-item values of a batch (Q, W), one array per metric key, built on first use."""
+    """The per-item values of a batch (lazy :class:`ItemValue` per metric key) and per-query pools."""
 
     def __init__(self, batch: Batch, rel_level: float, gmax: float) -> None:
         self.batch, self.rel_level, self.gmax = batch, rel_level, gmax
-        self._cache: dict[object, np.ndarray] = {}
-        valid = batch.valid
+        self._cache: dict[object, object] = {}
         self.n_relevant = (batch.judged >= rel_level).sum(axis=1).astype(np.float64)
         pool = batch.judged_rubric
         self.pool_counts = {g: (pool == g).sum(axis=1).astype(np.float64) for g in (5, 4, 3)}
-        self.pool_size = np.isfinite(pool).sum(axis=1).astype(np.float64)
         self.rarity_weights = self._rarity_weights()
-        self._builders = {
-            "relevant": lambda: ((batch.grades >= rel_level) & valid).astype(np.float64),
-            "gain_linear": lambda: np.clip(batch.grades, 0, None) * valid,
-            "gain_exponential": lambda: (2.0 ** np.clip(batch.grades, 0, None) - 1) * valid,
-            "err_probability": lambda: (2.0 ** np.clip(batch.grades, 0, None) - 1) / 2.0**gmax * valid,
-            "rarity_weight": self._rarity_item_weights,
-            "rubric_4plus": lambda: ((batch.rubric >= 4) & valid).astype(np.float64),
-            "rubric_5": lambda: ((batch.rubric >= 5) & valid).astype(np.float64),
-            "rubric_harmful": lambda: ((batch.rubric <= 2) & valid).astype(np.float64),
-        }
+        # A superset of the items with a non-zero value under any metric key (judged ones).
+        nonzero = (batch.grades != 0) | (batch.rubric >= 3)
+        if rel_level <= 0:
+            nonzero |= (batch.grades >= rel_level) & batch.valid
+        self.nonzero_mask = nonzero
+        self.nonzero_cols = compact_columns(nonzero)
+        self.grid = GradeGrid(batch.grades, batch.rubric, batch.valid)
 
-    def __getitem__(self, key: str) -> np.ndarray:
+    def value(self, transform) -> ItemValue:
+        return ItemValue(self.grid, transform)
+
+    def __getitem__(self, key: str) -> ItemValue:
         if key not in self._cache:
-            self._cache[key] = self._builders[key]()
+            self._cache[key] = self.value(self._transform(key))
         return self._cache[key]
+
+    def _transform(self, key: str):
+        rel_level, scale = self.rel_level, 2.0**self.gmax
+        if key == "relevant":
+            return lambda g, r, v: (g >= rel_level) & v
+        if key == "gain_linear":
+            return lambda g, r, v: _positive(g)
+        if key == "gain_exponential":
+            return lambda g, r, v: 2.0 ** _positive(g) - 1
+        if key == "err_probability":
+            return lambda g, r, v: (2.0 ** _positive(g) - 1) / scale
+        if key == "rarity_weight":
+            weights = self.rarity_weights
+
+            def rarity(g: np.ndarray, r: np.ndarray, v: np.ndarray) -> np.ndarray:
+                out = np.zeros(r.shape)
+                for grade, w in weights.items():
+                    out = np.where(r == grade, w[:, None], out)
+                return out
+
+            return rarity
+        if key == "rubric_4plus":
+            return lambda g, r, v: (r >= 4) & v
+        if key == "rubric_5":
+            return lambda g, r, v: (r >= 5) & v
+        if key == "rubric_harmful":
+            return lambda g, r, v: (r <= 2) & v
+        raise KeyError(key)
 
     def _rarity_weights(self) -> dict[int, np.ndarray]:
         """RA-nWG weights per query: r_g = b_g / p_g (α = 1), w4 = min(r4/r5, 1), w3 = min(r3/r5, .25).
@@ -115,13 +149,6 @@ class _ItemValues:
                 weights[g] = np.where(n5 > 0, np.minimum(ratio, RARITY_CAP[g]), RARITY_FALLBACK[g])
         return weights
 
-    def _rarity_item_weights(self) -> np.ndarray:
-        rubric = self.batch.rubric
-        out = np.zeros(rubric.shape)
-        for g, w in self.rarity_weights.items():
-            out = np.where(rubric == g, w[:, None], out)
-        return out * self.batch.valid
-
     def rarity_ideal(self, kmax: int) -> np.ndarray:
         if ("rarity_ideal", kmax) not in self._cache:
             self._cache[("rarity_ideal", kmax)] = self._rarity_ideal(kmax)
@@ -133,7 +160,7 @@ class _ItemValues:
         w = np.stack([self.rarity_weights[g] for g in grades], axis=1)
         n = np.stack([self.pool_counts[g] * (self.rarity_weights[g] > 0) for g in grades], axis=1)
         order = np.argsort(-w, axis=1, kind="stable")
-        w, n = np.take_along_axis(w, order, axis=1), np.take_along_axis(n, order, axis=1)
+        w, n = gather(w, order), gather(n, order)
         ks = np.arange(1, kmax + 1)[None, :]
         total, taken = np.zeros((w.shape[0], kmax)), np.zeros((w.shape[0], kmax))
         for j in range(len(grades)):
@@ -153,7 +180,7 @@ class _ItemValues:
         gains = judged if gain == "gain_linear" else 2.0**judged - 1
         best = np.zeros((gains.shape[0], kmax))
         if gains.shape[1]:
-            top = np.take_along_axis(gains, smallest_sorted(-gains, kmax), axis=1)
+            top = gather(gains, smallest_sorted(-gains, kmax))
             best[:, : top.shape[1]] = top
         return np.cumsum(best * log_discounts(kmax)[None, :], axis=1)
 
@@ -178,9 +205,9 @@ def _cumulative(name: str, layout: Layout, values: _ItemValues, kmax: int) -> np
         if name == "map":
             return expected_average_precision(layout, values["relevant"], values.n_relevant) * na_no_relevant
         if name == "err":
-            grades = values.batch.grades
-            positive = np.unique(grades[(grades > 0) & values.batch.valid])
-            classes = [(float((2.0**g - 1) / 2.0**values.gmax), ((grades == g) & values.batch.valid).astype(np.float64))
+            judged = values.batch.judged
+            positive = np.unique(judged[judged > 0])  # candidates' grades come from the qrels
+            classes = [(float((2.0**g - 1) / 2.0**values.gmax), values.value(lambda g, r, v, grade=g: g == grade))
                        for g in positive]
             return expected_err(layout, values["err_probability"], classes) * na_no_relevant
         if name == "ra_nwg":
@@ -211,7 +238,7 @@ def evaluate_batch(
         raise ValueError("tie_break='docid' needs docid ranks in the batch")
     kmax = max(m.k for m in measures)
     batch = batch.padded_to(kmax)
-    largest_grade = float(np.nanmax(np.concatenate([batch.judged.ravel(), batch.grades.ravel()]), initial=0.0))
+    largest_grade = float(np.nanmax(batch.judged, initial=0.0))  # candidates' grades come from the qrels
     if gmax is None:
         gmax = largest_grade
     elif gmax < largest_grade:
@@ -219,7 +246,10 @@ def evaluate_batch(
     values = _ItemValues(batch, rel_level, gmax)
 
     partial = PartialSort.of(batch.scores, kmax)
-    oblivious_order = partial.fixed_order(None if tie_break == "input" else batch.docid_rank)
+    if tie_break == "input":
+        oblivious_order = partial.fixed_order()
+    else:
+        oblivious_order = partial.fixed_order(lambda cols: gather(batch.docid_rank, cols))
     layouts: dict[str, Layout] = {
         "expected": Layout.tied(partial, oblivious_order),
         "oblivious": Layout.fixed(oblivious_order),
@@ -234,9 +264,9 @@ def evaluate_batch(
         if cache_key not in ordered:
             item = values[measure.key]
             if stat == "proc":
-                order = best_order(item, batch.valid, kmax, descending)
+                order = best_order(item, values.nonzero_cols, values.nonzero_mask, kmax, descending)
             else:
-                order = partial.fixed_order(item, descending)
+                order = partial.fixed_order((lambda cols: -item.at(cols)) if descending else item.at)
             ordered[cache_key] = Layout.fixed(order)
         return ordered[cache_key]
 

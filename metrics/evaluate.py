@@ -19,7 +19,7 @@ from metrics.ties import as_scores
 
 Run = Mapping[str, Mapping[str, float]]
 Qrels = Mapping[str, Mapping[str, float]]
-CHUNK_QUERIES = 512
+CHUNK_QUERIES = 1024
 
 
 @dataclass
@@ -205,8 +205,8 @@ def evaluate_arrays(
 
     ``scores`` (Q, L) in any float dtype (compared exactly as given) with the candidates of each
     query in input order; ``lengths`` (Q,) the number of valid leading candidates per row
-    (default: all L); ``grades`` (Q, L) the candidates' grades (unjudged = 0); ``judged`` (Q, J)
-    every judged grade of each query from the qrels, NaN padded. The tie-oblivious value uses
+    (default: all L); ``grades`` (Q, L) the candidates' grades (unjudged = 0), taken from the
+    judged pool; ``judged`` (Q, J) every judged grade of each query from the qrels, NaN padded. The tie-oblivious value uses
     the input order.
     """
     parsed = parse_measures(list(measures))
@@ -218,15 +218,18 @@ def evaluate_arrays(
     if gmax is None:
         gmax = float(np.nanmax(judged, initial=0.0))
 
+    score_dtype = np.float32 if scores.dtype.itemsize <= 4 else np.float64  # both exact for the input
+
     def chunk(begin: int, end: int) -> Batch:
         valid = np.arange(width)[None, :] < lengths[begin:end, None]
-        chunk_scores = np.where(valid, scores[begin:end].astype(np.float64), -np.inf)
+        chunk_scores = scores[begin:end].astype(score_dtype)
         if not np.isfinite(chunk_scores[valid]).all():
             raise ValueError("scores must be finite (NaN or inf found)")
-        chunk_grades = np.where(valid, grades[begin:end], 0).astype(np.float64)
+        chunk_scores[~valid] = -np.inf
+        chunk_grades = np.where(valid, grades[begin:end], 0)
         chunk_judged = judged[begin:end].astype(np.float64)
         rubric, judged_rubric = _rubric_grades(chunk_grades, chunk_judged, rubric_map)
-        return Batch(chunk_scores, chunk_grades, rubric, chunk_judged, judged_rubric)
+        return Batch(chunk_scores, chunk_grades, rubric, chunk_judged, judged_rubric, valid=valid)
 
     return _evaluate_chunks(chunk, ids, parsed, rel_level=rel_level, gmax=gmax, tie_break="input")
 

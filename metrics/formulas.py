@@ -1,7 +1,7 @@
 """Closed-form expectations of ranking metrics over all orders inside tie groups.
 
 Every function takes a :class:`~metrics.layout.Layout` (the groups of the K ranked positions),
-per-item values on the batch's ``(Q, W)`` grid, and returns cumulative per-position arrays
+per-item values (:class:`~metrics.values.ItemValue`), and returns cumulative per-position arrays
 ``(Q, K)``: entry ``[q, k-1]`` is the metric's expectation at cutoff k. On a layout of singleton
 groups (a fixed order) the same formulas reduce to the plain metric, so tie-aware and
 tie-oblivious values come from one implementation. Positions are 1-based ranks ``r = p + 1``.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from metrics.layout import Layout
+from metrics.values import ItemValue, gather
 
 
 def log_discounts(kmax: int) -> np.ndarray:
@@ -23,7 +24,7 @@ def log_discounts(kmax: int) -> np.ndarray:
     return 1.0 / np.log2(np.arange(2, kmax + 2))
 
 
-def expected_positional(layout: Layout, values: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+def expected_positional(layout: Layout, values: ItemValue, weights: np.ndarray | None = None) -> np.ndarray:
     """E[Σ_{r ≤ k} weight_r · value_at_r] for every k: (Q, K).
 
     Each position's expected value is the mean of its group, ``mean_{i∈G} value_i``, so
@@ -35,7 +36,7 @@ def expected_positional(layout: Layout, values: np.ndarray, weights: np.ndarray 
     return np.cumsum(means, axis=1)
 
 
-def expected_reciprocal_rank(layout: Layout, relevant: np.ndarray) -> np.ndarray:
+def expected_reciprocal_rank(layout: Layout, relevant: ItemValue) -> np.ndarray:
     """E[RR@k] for every k: (Q, K). Only the first group holding a relevant item matters.
 
     ``E = Σ_{t=0}^{u} 1/(c+t+1) · [C(m−r,t)/C(m,t)] · r/(m−t)``, ``u = min(m−1, k−c−1)``; 0 if k ≤ c.
@@ -46,9 +47,9 @@ def expected_reciprocal_rank(layout: Layout, relevant: np.ndarray) -> np.ndarray
     has_relevant = group_relevant > 0
     found = has_relevant.any(axis=1)
     first = np.argmax(has_relevant, axis=1)[:, None]
-    c = np.take_along_axis(layout.start, first, axis=1)
-    m = np.take_along_axis(layout.size, first, axis=1)
-    r = np.take_along_axis(group_relevant, first, axis=1)
+    c = gather(layout.start, first)
+    m = gather(layout.size, first)
+    r = gather(group_relevant, first)
 
     offsets = np.arange(kmax)[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -60,11 +61,11 @@ def expected_reciprocal_rank(layout: Layout, relevant: np.ndarray) -> np.ndarray
 
     cutoffs = offsets + 1
     last_offset = np.minimum(m - 1, cutoffs - c - 1).astype(np.int64)
-    value = np.take_along_axis(cumulative, np.clip(last_offset, 0, kmax - 1), axis=1)
+    value = gather(cumulative, np.clip(last_offset, 0, kmax - 1))
     return np.where(found[:, None] & (cutoffs > c), value, 0.0)
 
 
-def expected_average_precision(layout: Layout, relevant: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
+def expected_average_precision(layout: Layout, relevant: ItemValue, n_relevant: np.ndarray) -> np.ndarray:
     """E[AP@k] (divided by N+, as trec_eval ``map_cut``) for every k: (Q, K).
 
     Position ``c+t+1`` of group G is relevant with probability r/m, and then the expected number
@@ -95,7 +96,7 @@ def _binomial(log_fact: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
     return np.where(ok, np.exp(log_fact[n_safe] - log_fact[k_safe] - log_fact[n_safe - k_safe]), 0.0)
 
 
-def expected_err(layout: Layout, stop_probability: np.ndarray, classes: list[tuple[float, np.ndarray]]) -> np.ndarray:
+def expected_err(layout: Layout, stop_probability: ItemValue, classes: list[tuple[float, ItemValue]]) -> np.ndarray:
     """E[ERR@k] (Chapelle's expected reciprocal rank) for every k: (Q, K).
 
     ``ERR = Σ_r (1/r) R_r Π_{i<r}(1 − R_i)``. Earlier groups contribute the fixed product
@@ -103,14 +104,14 @@ def expected_err(layout: Layout, stop_probability: np.ndarray, classes: list[tup
     the j items before it are a uniform j-subset of the others, so
     ``E[R_j Π_before-in-G (1−R)] = (1/m) Σ_x R_x e_j({1−R_y : y≠x}) / C(m−1, j)``.
 
-    ``classes`` lists each distinct positive R value with its (Q, W) indicator; items with R = 0
+    ``classes`` lists each distinct positive R value with its item indicator; items with R = 0
     (factor 1 − R = 1) are counted as ``n0``. With class counts ``n_c`` in G,
     ``e_j = Σ_l a_l C(n0, j−l)`` where ``a_l`` are the coefficients of
     ``Π_c (1 + (1−R_c) z)^{n_c − [c = class of x]}`` (a short polynomial: the relevant items in G).
     """
     kmax = layout.ranked.shape[1]
     positions = np.arange(kmax)[None, :]
-    before = np.exp(layout.sum_before_group(np.log1p(-stop_probability)))
+    before = np.exp(layout.sum_before_group(stop_probability.map(lambda r: np.log1p(-r))))
     counts = [layout.group_sums(indicator) for _, indicator in classes]
     n_relevant_in_group = np.sum(counts, axis=0) if counts else np.zeros(layout.size.shape)
     active = n_relevant_in_group > 0

@@ -16,9 +16,15 @@ formulas give its exact metric value.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from metrics.values import ItemValue, gather
+
+#: A tie-break: column indices (Q, n) → sort keys (Q, n), smaller first.
+KeyAt = Callable[[np.ndarray], np.ndarray]
 
 
 def smallest_sorted(keys: np.ndarray, k: int) -> np.ndarray:
@@ -32,8 +38,8 @@ def smallest_sorted(keys: np.ndarray, k: int) -> np.ndarray:
         part = np.argpartition(keys, k - 1, axis=1)[:, :k]
     else:
         part = np.broadcast_to(np.arange(width), keys.shape).copy()
-    order = np.argsort(np.take_along_axis(keys, part, axis=1), axis=1, kind="stable")
-    return np.take_along_axis(part, order, axis=1)
+    order = np.argsort(gather(keys, part), axis=1, kind="stable")
+    return gather(part, order)
 
 
 @dataclass(frozen=True)
@@ -54,75 +60,76 @@ class PartialSort:
         if width < kmax:
             raise ValueError(f"batch width {width} is below the largest cutoff {kmax}")
         if kmax < width:
-            top = np.argpartition(-scores, kmax - 1, axis=1)[:, :kmax]
+            top = np.argpartition(scores, width - kmax, axis=1)[:, width - kmax :]
         else:
             top = np.broadcast_to(np.arange(width), scores.shape).copy()
-        top_scores = np.take_along_axis(scores, top, axis=1)
+        top_scores = gather(scores, top)
         kth = top_scores.min(axis=1)
         inner = top_scores > kth[:, None]
         in_boundary = scores == kth[:, None]
-        rows, cols = np.nonzero(in_boundary)
-        counts = np.bincount(rows, minlength=n_queries)
-        offsets = np.cumsum(counts) - counts
-        boundary_cols = np.full((n_queries, int(counts.max(initial=1))), -1, dtype=np.int64)
-        boundary_cols[rows, np.arange(rows.size) - offsets[rows]] = cols
-        return cls(scores, kmax, top, inner, inner.sum(axis=1), boundary_cols, counts)
+        boundary_cols = compact_columns(in_boundary)
+        return cls(scores, kmax, top, inner, inner.sum(axis=1), boundary_cols, (boundary_cols >= 0).sum(axis=1))
 
-    def boundary_sum(self, values: np.ndarray) -> np.ndarray:
-        """Σ of ``values`` over each row's full boundary group, shape (Q,)."""
-        gathered = np.take_along_axis(values, np.maximum(self.boundary_cols, 0), axis=1)
+    def boundary_sum(self, value: ItemValue) -> np.ndarray:
+        """Σ of ``value`` over each row's full boundary group, shape (Q,)."""
+        gathered = value.at(np.maximum(self.boundary_cols, 0))
         return np.where(self.boundary_cols >= 0, gathered, 0.0).sum(axis=1)
 
-    def fixed_order(self, values: np.ndarray | None = None, descending: bool = False) -> np.ndarray:
+    def fixed_order(self, key_at: KeyAt | None = None) -> np.ndarray:
         """Column indices of the top K under score desc, then a tie-break: shape (Q, K).
 
-        The tie-break is ``values`` (a (Q, W) key, descending or ascending: the best or worst
-        case of a metric, or trec_eval's docid rank) or, with ``values=None``, the input order.
-        Only the inner items and the boundary group's members are read, so the cost is
+        ``key_at`` maps columns to tie-break keys, smaller first (``-value.at`` for a metric's
+        best case, ``value.at`` for its worst, trec_eval's docid rank); ``None`` keeps the input
+        order. Only the inner items and the boundary group's members are read, so the cost is
         O(M + K log K) per row.
         """
 
         def keys_at(cols: np.ndarray) -> np.ndarray:
-            if values is None:
-                return cols.astype(np.float64)
-            gathered = np.take_along_axis(values, cols, axis=1)
-            return -gathered if descending else gathered
+            return cols.astype(np.float64) if key_at is None else key_at(cols)
 
-        top_scores = np.take_along_axis(self.scores, self.top, axis=1)
+        top_scores = gather(self.scores, self.top)
         inner_order = np.lexsort((keys_at(self.top), -top_scores, ~self.inner), axis=1)
-        inner_sorted = np.take_along_axis(self.top, inner_order, axis=1)
+        inner_sorted = gather(self.top, inner_order)
 
         safe_cols = np.maximum(self.boundary_cols, 0)
         boundary_keys = np.where(self.boundary_cols >= 0, keys_at(safe_cols), np.inf)
         chosen = smallest_sorted(boundary_keys, self.kmax)
-        boundary_sorted = np.take_along_axis(safe_cols, chosen, axis=1)
+        boundary_sorted = gather(safe_cols, chosen)
 
         positions = np.arange(self.kmax)[None, :]
         a = self.inner_count[:, None]
         merged = np.concatenate([inner_sorted, boundary_sorted], axis=1)
-        return np.take_along_axis(merged, np.where(positions < a, positions, self.kmax + positions - a), axis=1)
+        return gather(merged, np.where(positions < a, positions, self.kmax + positions - a))
 
 
-def best_order(values: np.ndarray, valid: np.ndarray, kmax: int, descending: bool = True) -> np.ndarray:
+def compact_columns(mask: np.ndarray, min_width: int = 1) -> np.ndarray:
+    """The True columns of each row of ``mask``, left-aligned in a (Q, N) matrix padded with -1."""
+    rows, cols = np.nonzero(mask)
+    counts = np.bincount(rows, minlength=mask.shape[0])
+    out = np.full((mask.shape[0], max(int(counts.max(initial=0)), min_width)), -1, dtype=np.int64)
+    out[rows, np.arange(rows.size) - (np.cumsum(counts) - counts)[rows]] = cols
+    return out
+
+
+def best_order(value: ItemValue, candidates: np.ndarray, candidate_mask: np.ndarray, kmax: int,
+               descending: bool = True) -> np.ndarray:
     """Columns of the ``kmax`` valid items with the largest (or smallest) values, sorted: (Q, K).
 
-    This is the order of PROC (the best ordering of the whole candidate pool). For descending
-    order of non-negative values only the non-zero items need sorting (they are few: the judged
-    relevant ones); the remaining positions take a zero-valued column, which adds nothing.
+    This is the order of PROC (the best ordering of the whole candidate pool). For a descending
+    order of non-negative values only ``candidates`` — a compact (Q, N) superset of the items
+    with a non-zero value (the judged ones), -1 padded, with its (Q, W) ``candidate_mask`` —
+    need sorting; the remaining positions take a column outside the superset, whose value is 0.
     """
     if not descending:
-        return smallest_sorted(np.where(valid, values, np.inf), kmax)
-    n_queries = values.shape[0]
-    positive = values > 0
-    rows, cols = np.nonzero(positive)
-    counts = np.bincount(rows, minlength=n_queries)
-    width = int(counts.max(initial=0))
-    compact = np.full((n_queries, max(width, kmax)), -1, dtype=np.int64)
-    compact[rows, np.arange(rows.size) - (np.cumsum(counts) - counts)[rows]] = cols
-    compact_values = np.where(compact >= 0, np.take_along_axis(values, np.maximum(compact, 0), axis=1), -np.inf)
-    order = np.argsort(-compact_values, axis=1, kind="stable")[:, :kmax]
-    ranked = np.take_along_axis(compact, order, axis=1)
-    filler = np.argmin(positive[:, : width + 1], axis=1)  # among width + 1 columns one is not positive
+        return smallest_sorted(np.where(value.valid, value.full(), np.inf), kmax)
+    safe = np.maximum(candidates, 0)
+    keys = np.where(candidates >= 0, value.at(safe), -np.inf)
+    order = np.argsort(-keys, axis=1, kind="stable")[:, :kmax]
+    ranked = gather(candidates, order)
+    if ranked.shape[1] < kmax:
+        ranked = np.pad(ranked, ((0, 0), (0, kmax - ranked.shape[1])), constant_values=-1)
+    width = min(candidates.shape[1] + 1, candidate_mask.shape[1])
+    filler = np.argmin(candidate_mask[:, :width], axis=1)  # among N + 1 columns one is outside
     return np.where(ranked >= 0, ranked, filler[:, None])
 
 
@@ -152,7 +159,7 @@ class Layout:
     @classmethod
     def tied(cls, partial: PartialSort, ranked: np.ndarray) -> "Layout":
         """The tie groups of ``ranked`` (which must be sorted by score descending)."""
-        sorted_scores = np.take_along_axis(partial.scores, ranked, axis=1)
+        sorted_scores = gather(partial.scores, ranked)
         n_queries, kmax = ranked.shape
         positions = np.broadcast_to(np.arange(kmax), ranked.shape)
         new_group = np.ones(ranked.shape, dtype=bool)
@@ -165,25 +172,21 @@ class Layout:
         size = np.where(boundary, partial.boundary_count[:, None], end - start).astype(np.float64)
         return cls(ranked, start, end, size, partial, boundary)
 
-    def ranked_values(self, values: np.ndarray) -> np.ndarray:
-        """``values`` (Q, W) read at the ranked positions: (Q, K)."""
-        return np.take_along_axis(values, self.ranked, axis=1)
-
-    def prefix_sums(self, values: np.ndarray) -> np.ndarray:
+    def prefix_sums(self, value: ItemValue) -> np.ndarray:
         """Exclusive prefix sums of the ranked values: (Q, K + 1), entry p = Σ of positions < p."""
-        ranked = self.ranked_values(values)
+        ranked = value.at(self.ranked)
         out = np.zeros((ranked.shape[0], ranked.shape[1] + 1))
         np.cumsum(ranked, axis=1, out=out[:, 1:])
         return out
 
-    def group_sums(self, values: np.ndarray) -> np.ndarray:
-        """Σ of ``values`` over the full group of each position: (Q, K)."""
-        prefix = self.prefix_sums(values)
-        sums = np.take_along_axis(prefix, self.end, axis=1) - np.take_along_axis(prefix, self.start, axis=1)
+    def group_sums(self, value: ItemValue) -> np.ndarray:
+        """Σ of ``value`` over the full group of each position: (Q, K)."""
+        prefix = self.prefix_sums(value)
+        sums = gather(prefix, self.end) - gather(prefix, self.start)
         if self.partial is not None:
-            sums = np.where(self.boundary, self.partial.boundary_sum(values)[:, None], sums)
+            sums = np.where(self.boundary, self.partial.boundary_sum(value)[:, None], sums)
         return sums
 
-    def sum_before_group(self, values: np.ndarray) -> np.ndarray:
-        """Σ of ``values`` over the items ranked before each position's group: (Q, K)."""
-        return np.take_along_axis(self.prefix_sums(values), self.start, axis=1)
+    def sum_before_group(self, value: ItemValue) -> np.ndarray:
+        """Σ of ``value`` over the items ranked before each position's group: (Q, K)."""
+        return gather(self.prefix_sums(value), self.start)
