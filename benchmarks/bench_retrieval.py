@@ -1,0 +1,276 @@
+"""Retrieval benchmark: dense / BM25 / hybrid × fixed-50 / fixed-100 / dynamic-K, and Flat vs HNSW.
+
+Data: a BEIR folder (default ``../shared/data/trec-dl-2019-subset``, read in place, never copied).
+Grades map to the 1–5 rubric as 3→5, 2→4, 1→3, unjudged→1 for the set metrics; nDCG@10 uses the
+TREC DL gains 0–3. Every judged query is retrieved to depth 100 and reranked in two timed passes
+(first 50, then 51–100); fixed-50, fixed-100 and dynamic are replays of those passes (exact for a
+pointwise reranker), so every route sees identical scores and the latencies are the measured passes.
+
+Dynamic thresholds are calibrated (objective: gain per extra candidate, ≥ 90 % of fixed-100's
+RA-nWG@30 gain) with k-fold cross-validation over queries: each query is routed by thresholds fitted
+on the other folds. ``dynamic-insample`` (fitted on all queries) and ``dynamic-default`` (built-in
+thresholds) are reported beside it.
+
+Embeddings of the corpus are cached under ``.steadyrank-cache/`` (git-ignored), keyed by the corpus
+bytes and the embedder id; rerank passes are recomputed on every run unless ``--reuse-rankings``.
+
+    python benchmarks/bench_retrieval.py [--data DIR] [--rerank PATH|bundled] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import pickle
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+from tqdm import tqdm
+
+from metrics import evaluate
+from metrics.io import read_beir
+from retrieval.calibration import calibrate, observe, replay_route
+from retrieval.corpus import read_documents
+from retrieval.dense import DenseIndex, DenseSettings
+from retrieval.pipeline import Ranked, latency_summary, rerank_candidates
+from retrieval.routing import RoutingSettings
+from retrieval.store import MODES, IndexStore, build_index, embed_documents
+from serve.commands.output import dumps_json, format_table
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "trec-dl-2019-subset"
+RUBRIC = {3: 5, 2: 4, 1: 3, 0: 1}
+MEASURES = ["ndcg@10", "ra_nwg@10", "ra_nwg@30", "nrecall4@10", "nrecall4@30"]
+GAIN_MEASURE = "ra_nwg@30"
+RETRIEVAL_STAGES = ("embed", "dense", "bm25", "fuse")
+FACTORIES = ("Flat", "HNSW32,Flat", "IVF64,SQ8")
+
+
+class CachedEmbedder:
+    """The real embedder, with corpus vectors served from a cache (same ``model_id``/``dim``)."""
+
+    def __init__(self, embedder: Any, texts: list[str], vectors: np.ndarray) -> None:
+        self.model_id = embedder.model_id
+        self.dim = embedder.dim
+        self._embedder = embedder
+        self._rows = {t: i for i, t in enumerate(texts)}
+        self._vectors = vectors
+
+    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
+        if all(t in self._rows for t in texts):
+            return self._vectors[[self._rows[t] for t in texts]]
+        return self._embedder.encode(texts, show_progress=show_progress)
+
+
+def corpus_vectors(data: Path, documents: list, embedder: Any, cache: Path) -> np.ndarray:
+    """Corpus embeddings, computed once per (corpus bytes, embedder id) and cached as .npy."""
+    digest = hashlib.sha256((data / "corpus.jsonl").read_bytes() + embedder.model_id.encode()).hexdigest()[:16]
+    path = cache / f"embeddings-{digest}.npy"
+    if path.exists():
+        return np.load(path)
+    with tqdm(total=len(documents), desc="embedding corpus (cached afterwards)", unit="doc", file=sys.stderr) as bar:
+        vectors = embed_documents(embedder, documents, on_progress=bar.update)
+    cache.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    return vectors
+
+
+def rerank_all(store: IndexStore, queries: dict[str, str], reranker: Any, base: RoutingSettings) -> dict[str, dict[str, Ranked]]:
+    """Every mode × query, retrieved to k_high and reranked in two passes (route fixed100)."""
+    out: dict[str, dict[str, Ranked]] = {}
+    for mode in MODES:
+        out[mode] = {}
+        for qid, text in tqdm(queries.items(), desc=f"{mode}: retrieve + rerank", unit="query", file=sys.stderr):
+            candidates = store.search(text, mode=mode, depth=base.k_high)
+            out[mode][qid] = rerank_candidates(store, text, candidates, reranker, base, "fixed100")
+    return out
+
+
+def cross_validated_settings(
+    rankings: dict[str, Ranked], qrels: dict, base: RoutingSettings, folds: int
+) -> dict[str, RoutingSettings]:
+    """Per query: thresholds calibrated on the queries of the other folds (round-robin over sorted ids)."""
+    observations = observe(rankings, qrels, base, measure=GAIN_MEASURE, rubric_map=RUBRIC)
+    qids = sorted(o.qid for o in observations)
+    fold_of = {qid: i % folds for i, qid in enumerate(qids)}
+    per_query = {}
+    for fold in range(folds):
+        train = [o for o in observations if fold_of[o.qid] != fold]
+        settings = calibrate(train, base, measure=GAIN_MEASURE).settings
+        per_query.update({qid: settings for qid in qids if fold_of[qid] == fold})
+    return per_query
+
+
+def route_row(rankings: dict[str, Ranked], qrels: dict, settings_of: dict[str, RoutingSettings], route: str) -> dict[str, Any]:
+    """Metrics, candidates reranked, escalation rate and latencies of one route over all queries."""
+    run, reranked, escalated, stage_seconds = {}, [], [], []
+    for qid, ranked in rankings.items():
+        doc_ids, scores, decision = replay_route(ranked, settings_of[qid], route)  # type: ignore[arg-type]
+        run[qid] = dict(zip(doc_ids, map(float, scores), strict=True))
+        reranked.append(decision.k_rerank)
+        escalated.append(decision.escalated)
+        retrieval = sum(ranked.timings.get(s, 0.0) for s in RETRIEVAL_STAGES)
+        rerank = ranked.timings["rerank_low"] + (ranked.timings["rerank_high"] if decision.escalated else 0.0)
+        stage_seconds.append({"retrieval": retrieval, "rerank": rerank, "total": retrieval + rerank})
+    summary = evaluate(run, qrels, MEASURES, rubric_map=RUBRIC).summary
+    return {
+        "metrics": {m: summary[m]["expected"] for m in MEASURES},
+        "tie_range": {m: summary[m]["range"] for m in MEASURES},
+        "proc": {m: summary[m]["proc"] for m in MEASURES},
+        "proc_ratio": {m: summary[m]["proc_ratio"] for m in MEASURES},
+        "n_queries": summary[GAIN_MEASURE]["n_valid"],
+        "mean_reranked": float(np.mean(reranked)),
+        "escalation_rate": float(np.mean(escalated)),
+        "latency": latency_summary(stage_seconds),
+    }
+
+
+def dense_indexes(vectors: np.ndarray, queries: np.ndarray, k: int = 10) -> list[dict[str, Any]]:
+    """Build time, single-query and batch QPS, recall@10 against Flat, for each factory."""
+    rows, exact = [], None
+    for factory in FACTORIES:
+        started = time.perf_counter()
+        index = DenseIndex.build(vectors, DenseSettings(factory))
+        build = time.perf_counter() - started
+        _, top = index.search(queries, k)
+        exact = top if exact is None else exact
+        repeats = max(1, 2000 // len(queries))
+        started = time.perf_counter()
+        for _ in range(repeats):
+            for row in queries:
+                index.search(row[None, :], k)
+        single = repeats * len(queries) / (time.perf_counter() - started)
+        started = time.perf_counter()
+        for _ in range(repeats):
+            index.search(queries, k)
+        batch = repeats * len(queries) / (time.perf_counter() - started)
+        recall = float(np.mean([len(set(a) & set(e)) / k for a, e in zip(top, exact)]))
+        rows.append({"factory": factory, "build_s": build, "qps_single": single, "qps_batch": batch, "recall@10": recall})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="BEIR folder (default %(default)s)")
+    parser.add_argument("--rerank", default=None, help="reranker model directory (default: bundled MiniLM, FP32 HPS)")
+    parser.add_argument("--rerank-precision", default="fp32", choices=["fp32", "bf16", "fp16"])
+    parser.add_argument("--embedder", default=None, help="bi-encoder directory (default: bundled MiniLM)")
+    parser.add_argument("--folds", type=int, default=5, help="cross-validation folds for dynamic thresholds")
+    parser.add_argument("--cache", type=Path, default=REPO / ".steadyrank-cache" / "bench-retrieval")
+    parser.add_argument("--reuse-rankings", action="store_true",
+                        help="reuse the rerank passes of the previous run with the same inputs (latencies included)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    args = parser.parse_args(argv)
+
+    from serve.runtime import ModelSettings, load_embedder, load_scorer
+
+    beir = read_beir(args.data)
+    documents = read_documents(args.data)
+    queries = {q: t for q, t in beir.queries.items() if q in beir.qrels}
+    embedder = load_embedder(ModelSettings(path=args.embedder))
+    reranker = load_scorer(ModelSettings(path=args.rerank, precision=args.rerank_precision))
+    base = RoutingSettings()
+    vectors = corpus_vectors(args.data, documents, embedder, args.cache)
+
+    key = hashlib.sha256(json.dumps([str(args.data), embedder.model_id, reranker.model_id, args.rerank_precision,
+                                     base.to_json()]).encode()).hexdigest()[:16]
+    rankings_path = args.cache / f"rankings-{key}.pkl"
+    with tempfile.TemporaryDirectory() as tmp:
+        build_index(Path(tmp) / "flat", documents, CachedEmbedder(embedder, [d.full_text for d in documents], vectors))
+        with IndexStore.open(Path(tmp) / "flat", embedder) as store:
+            if args.reuse_rankings and rankings_path.exists():
+                rankings = pickle.loads(rankings_path.read_bytes())
+            else:
+                rankings = rerank_all(store, queries, reranker, base)
+                rankings_path.write_bytes(pickle.dumps(rankings))
+
+    results: dict[str, Any] = {"modes": {}, "targets": {}}
+    for mode in MODES:
+        cv = cross_validated_settings(rankings[mode], beir.qrels, base, args.folds)
+        fitted = calibrate(observe(rankings[mode], beir.qrels, base, measure=GAIN_MEASURE, rubric_map=RUBRIC), base)
+        routes = {
+            "fixed-50": ("fixed50", dict.fromkeys(queries, base)),
+            "fixed-100": ("fixed100", dict.fromkeys(queries, base)),
+            "dynamic": ("dynamic", cv),
+            "dynamic-insample": ("dynamic", dict.fromkeys(queries, fitted.settings)),
+            "dynamic-default": ("dynamic", dict.fromkeys(queries, base)),
+        }
+        rows = {name: route_row(rankings[mode], beir.qrels, settings, route) for name, (route, settings) in routes.items()}
+        results["modes"][mode] = {
+            "routes": rows,
+            "stage_latency": latency_summary([r.timings for r in rankings[mode].values()]),
+            "insample_settings": fitted.settings.to_json(),
+        }
+        low, high = rows["fixed-50"], rows["fixed-100"]
+        gain = high["metrics"][GAIN_MEASURE] - low["metrics"][GAIN_MEASURE]
+        for name in ("dynamic", "dynamic-insample", "dynamic-default"):
+            row = rows[name]
+            recovered = (row["metrics"][GAIN_MEASURE] - low["metrics"][GAIN_MEASURE]) / gain if gain > 0 else None
+            share = row["mean_reranked"] / high["mean_reranked"]
+            results["targets"][f"{mode}/{name}"] = {
+                "fixed100_gain": gain,
+                "recovered": recovered,
+                "candidates_vs_fixed100": share,
+                "meets_target": recovered is not None and recovered >= 0.9 and share <= 0.65,
+            }
+
+    query_vectors = embedder.encode(list(queries.values()))
+    results["dense_indexes"] = dense_indexes(vectors, query_vectors)
+    results["setup"] = {
+        "data": str(args.data), "queries": len(queries), "documents": len(documents), "embedder": embedder.model_id,
+        "reranker": reranker.model_id, "rerank_precision": args.rerank_precision, "k_low": base.k_low,
+        "k_high": base.k_high, "folds": args.folds, "faiss_threads": faiss.omp_get_max_threads(),
+        "rubric_map": {str(k): v for k, v in RUBRIC.items()},
+    }
+
+    print_tables(results)
+    print(dumps_json(results))
+    if args.out:
+        args.out.write_text(dumps_json(results) + "\n", encoding="utf-8")
+    return 0
+
+
+def print_tables(results: dict[str, Any]) -> None:
+    headers = ["mode / route", "nDCG@10", "RA-nWG@10", "RA-nWG@30", "NR4+@10", "NR4+@30", "PROC@30", "%PROC@30",
+               "reranked", "escal.", "rerank p50 ms", "rerank p95 ms", "total p50 ms", "total p95 ms"]
+    rows = []
+    for mode, block in results["modes"].items():
+        for name, r in block["routes"].items():
+            m, lat = r["metrics"], r["latency"]
+            rows.append([
+                f"{mode} / {name}", m["ndcg@10"], m["ra_nwg@10"], m["ra_nwg@30"], m["nrecall4@10"], m["nrecall4@30"],
+                r["proc"][GAIN_MEASURE], r["proc_ratio"][GAIN_MEASURE], f"{r['mean_reranked']:.1f}",
+                f"{r['escalation_rate']:.0%}", f"{lat['rerank']['p50_ms']:.0f}", f"{lat['rerank']['p95_ms']:.0f}",
+                f"{lat['total']['p50_ms']:.0f}", f"{lat['total']['p95_ms']:.0f}",
+            ])
+    print(format_table(headers, rows))
+    print()
+    stages = ["embed", "dense", "bm25", "fuse", "rerank_low", "route", "rerank_high"]
+    print(format_table(
+        ["stage p50 / p95 ms", *stages],
+        [[mode, *(f"{lat[s]['p50_ms']:.1f} / {lat[s]['p95_ms']:.1f}" if s in lat else "-" for s in stages)]
+         for mode, lat in ((m, b["stage_latency"]) for m, b in results["modes"].items())],
+    ))
+    print()
+    print(format_table(
+        ["target (dynamic vs fixed)", "fixed-100 gain", "recovered", "candidates / fixed-100", "met"],
+        [[k, v["fixed100_gain"], v["recovered"], v["candidates_vs_fixed100"], str(v["meets_target"])]
+         for k, v in results["targets"].items()],
+    ))
+    print()
+    print(format_table(
+        ["factory", "build s", "QPS (1 query)", "QPS (batch)", "recall@10 vs Flat"],
+        [[r["factory"], r["build_s"], f"{r['qps_single']:.0f}", f"{r['qps_batch']:.0f}", r["recall@10"]]
+         for r in results["dense_indexes"]],
+    ))
+    print()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""Calibrating the dynamic-K thresholds on a golden set (queries with graded judgments).
+
+Each golden query is retrieved and reranked to ``k_high`` once (route ``fixed100``). Because the
+reranker runs in two pointwise passes, that one ranking also gives the ``k_low`` ranking and the
+routing signals, so every threshold setting can be replayed offline (:func:`replay_route`).
+
+Per query q: ``gain_q = M(k_high) − M(k_low)`` for the measure M (default RA-nWG@30, expected value
+under ties; NA counts as 0) and ``extra_q = min(k_high, n_q) − min(k_low, n_q)`` candidates.
+A setting escalates a set E of queries (any enabled signal fires); it recovers ``Σ_E gain_q`` of the
+total ``G = Σ_q gain_q`` for ``Σ_E extra_q`` extra reranked candidates. Thresholds are searched on a
+grid (midpoints between observed signal values, at most ``grid`` per signal, plus "disabled"):
+
+- ``objective="rate"``: escalation rate ``|E| / Q ≤ target_rate``, maximise ``Σ_E gain``.
+- ``objective="efficiency"``: ``Σ_E gain ≥ min_recovery · G``, maximise gain per extra candidate
+  ``Σ_E gain / Σ_E extra`` (when ``G ≤ 0`` escalation never pays and every signal is disabled).
+
+Ties in the objective go to fewer escalations, then to fewer enabled signals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import numpy as np
+
+from metrics import evaluate
+from retrieval.pipeline import Ranked, serve_order
+from retrieval.routing import Route, RoutingDecision, RoutingSettings, RoutingSignals, decide
+
+Objective = Literal["rate", "efficiency"]
+OBJECTIVES: tuple[Objective, ...] = ("rate", "efficiency")
+DEFAULT_MEASURE = "ra_nwg@30"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One golden query: its signals, what escalating it gains, what it costs (candidates)."""
+
+    qid: str
+    signals: RoutingSignals
+    gain: float
+    extra: int
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The chosen settings and their in-sample effect (means are per query)."""
+
+    settings: RoutingSettings
+    objective: Objective
+    measure: str
+    n_queries: int
+    escalation_rate: float
+    mean_gain: float
+    mean_gain_all: float
+    recovered: float | None
+    mean_reranked: float
+    mean_reranked_high: float
+    gain_per_extra_candidate: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        """Provenance block of the settings file."""
+        return {
+            "objective": self.objective,
+            "measure": self.measure,
+            "n_queries": self.n_queries,
+            "escalation_rate": self.escalation_rate,
+            "mean_gain": self.mean_gain,
+            "mean_gain_escalate_all": self.mean_gain_all,
+            "recovered_fraction": self.recovered,
+            "mean_candidates_reranked": self.mean_reranked,
+            "mean_candidates_reranked_fixed_high": self.mean_reranked_high,
+            "gain_per_extra_candidate": self.gain_per_extra_candidate,
+        }
+
+
+def replay_route(ranked: Ranked, settings: RoutingSettings, route: Route) -> tuple[list[str], np.ndarray, RoutingDecision]:
+    """The served list ``route`` would have produced, from a ranking reranked to ``k_high``.
+
+    Valid because signals use only the first ``k_low`` reranker scores and the reranker is pointwise.
+    """
+    decision = decide(ranked.signals, settings, route)
+    if decision.k_rerank > len(ranked.rerank_scores):
+        raise ValueError("replaying needs a ranking reranked to k_high (route fixed100)")
+    doc_ids, scores = serve_order(ranked.candidates.doc_ids, ranked.rerank_scores[: decision.k_rerank])
+    return doc_ids, scores, decision
+
+
+def per_query_measure(
+    run: Mapping[str, tuple[list[str], np.ndarray]],
+    qrels: Mapping[str, Mapping[str, float]],
+    measure: str,
+    *,
+    rubric_map: Mapping[float, float] | None,
+    rel_level: float,
+) -> dict[str, float]:
+    """Expected value of ``measure`` per query (NA → 0.0) for ``{qid: (doc_ids, scores)}``."""
+    as_run = {qid: dict(zip(ids, map(float, scores), strict=True)) for qid, (ids, scores) in run.items()}
+    result = evaluate(as_run, qrels, [measure], rubric_map=rubric_map, rel_level=rel_level)
+    values = np.nan_to_num(result[measure].expected, nan=0.0)
+    return dict(zip(result.query_ids, values.tolist(), strict=True))
+
+
+def observe(
+    rankings: Mapping[str, Ranked],
+    qrels: Mapping[str, Mapping[str, float]],
+    settings: RoutingSettings,
+    *,
+    measure: str = DEFAULT_MEASURE,
+    rubric_map: Mapping[float, float] | None = None,
+    rel_level: float = 1,
+) -> list[Observation]:
+    """Observations for the judged queries of ``rankings`` (each reranked to ``k_high``)."""
+    judged = {qid: r for qid, r in rankings.items() if qid in qrels}
+    low = {qid: replay_route(r, settings, "fixed50")[:2] for qid, r in judged.items()}
+    high = {qid: replay_route(r, settings, "fixed100")[:2] for qid, r in judged.items()}
+    m_low = per_query_measure(low, qrels, measure, rubric_map=rubric_map, rel_level=rel_level)
+    m_high = per_query_measure(high, qrels, measure, rubric_map=rubric_map, rel_level=rel_level)
+    observations = []
+    for qid, ranked in judged.items():
+        n = ranked.signals.n_candidates
+        extra = min(settings.k_high, n) - min(settings.k_low, n)
+        observations.append(Observation(qid, ranked.signals, m_high[qid] - m_low[qid], extra))
+    return observations
+
+
+def _grid(values: Sequence[float | None], grid: int, fires_below: bool) -> list[float | None]:
+    """``None`` (disabled) plus thresholds separating consecutive observed values."""
+    observed = np.unique(np.array([v for v in values if v is not None], dtype=np.float64))
+    if observed.size > grid:
+        observed = np.unique(np.quantile(observed, np.linspace(0.0, 1.0, grid)))
+    if observed.size == 0:
+        return [None]
+    step = float(np.diff(observed).min()) / 2 if observed.size > 1 else 1e-6
+    cuts = (observed[:-1] + observed[1:]) / 2
+    edge = observed[-1] + step if fires_below else observed[0] - step
+    thresholds = np.append(cuts, edge) if fires_below else np.insert(cuts, 0, edge)
+    return [None, *map(float, thresholds)]
+
+
+def _masks(values: Sequence[float | None], thresholds: list[float | None], fires_below: bool) -> np.ndarray:
+    """(len(thresholds), Q) bool: does the signal fire for each query under each threshold."""
+    v = np.array([np.nan if x is None else x for x in values], dtype=np.float64)
+    rows = []
+    for t in thresholds:
+        if t is None:
+            rows.append(np.zeros(v.size, dtype=bool))
+        else:
+            with np.errstate(invalid="ignore"):
+                rows.append(np.nan_to_num(v < t if fires_below else v > t, nan=False).astype(bool))
+    return np.array(rows, dtype=bool).reshape(len(thresholds), v.size)
+
+
+def calibrate(
+    observations: Sequence[Observation],
+    base: RoutingSettings,
+    *,
+    objective: Objective = "efficiency",
+    target_rate: float = 0.35,
+    min_recovery: float = 0.9,
+    measure: str = DEFAULT_MEASURE,
+    grid: int = 48,
+) -> Calibration:
+    """Thresholds for ``base``'s signals that best meet ``objective`` on ``observations``."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    if not observations:
+        raise ValueError("no judged queries to calibrate on")
+    signals = [o.signals for o in observations]
+    gain = np.array([o.gain for o in observations], dtype=np.float64)
+    extra = np.array([o.extra for o in observations], dtype=np.float64)
+    can = extra > 0
+    grids = [
+        _grid([s.dense_margin for s in signals], grid, True),
+        _grid([s.rerank_entropy for s in signals], grid, False),
+        _grid([s.overlap for s in signals], grid, True),
+    ]
+    masks = [
+        _masks([s.dense_margin for s in signals], grids[0], True),
+        _masks([s.rerank_entropy for s in signals], grids[1], False),
+        _masks([s.overlap for s in signals], grids[2], True),
+    ]
+    tie = np.array([np.zeros(len(signals), dtype=bool), [bool(s.tie_at_top_n) for s in signals]], dtype=bool)
+    shape = (len(grids[0]), len(grids[1]), len(grids[2]), 2)
+    esc_gain, esc_count, esc_extra = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    for i, row in enumerate(masks[0]):
+        fired = row[None, None, None, :] | masks[1][:, None, None, :] | masks[2][None, :, None, :] | tie[None, None, :, :]
+        fired &= can
+        esc_gain[i], esc_count[i], esc_extra[i] = fired @ gain, fired.sum(-1), fired @ extra
+    enabled = sum(np.indices(shape)[axis] > 0 for axis in range(4))
+    total = float(gain[can].sum())
+    if objective == "rate":
+        score = np.where(esc_count <= target_rate * len(signals) + 1e-9, esc_gain, -np.inf)
+    elif total <= 0:
+        score = np.where(esc_count == 0, 0.0, -np.inf)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(esc_extra > 0, esc_gain / esc_extra, 0.0)
+        score = np.where(esc_gain >= min_recovery * total - 1e-12, ratio, -np.inf)
+    best = np.lexsort((enabled.ravel(), esc_count.ravel(), -score.ravel()))[0]
+    i, j, k, t = np.unravel_index(best, shape)
+    settings = replace(
+        base,
+        margin_below=grids[0][i],
+        entropy_above=grids[1][j],
+        overlap_below=grids[2][k],
+        tie_enabled=bool(t),
+    )
+    q = len(signals)
+    low = np.array([min(base.k_low, s.n_candidates) for s in signals], dtype=np.float64)
+    chosen_extra = float(esc_extra[i, j, k, t])
+    return Calibration(
+        settings=settings,
+        objective=objective,
+        measure=measure,
+        n_queries=q,
+        escalation_rate=float(esc_count[i, j, k, t]) / q,
+        mean_gain=float(esc_gain[i, j, k, t]) / q,
+        mean_gain_all=total / q,
+        recovered=float(esc_gain[i, j, k, t]) / total if total > 0 else None,
+        mean_reranked=float(low.sum() + chosen_extra) / q,
+        mean_reranked_high=float(low.sum() + extra.sum()) / q,
+        gain_per_extra_candidate=float(esc_gain[i, j, k, t]) / chosen_extra if chosen_extra > 0 else None,
+    )

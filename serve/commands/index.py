@@ -1,0 +1,196 @@
+"""``steadyrank index build|add|delete|compact|info``: the durable FAISS + BM25 index directory."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from tqdm import tqdm
+
+from retrieval.bm25 import BM25_METHODS, Bm25Settings
+from retrieval.corpus import read_documents
+from retrieval.dense import DenseSettings
+from retrieval.protocols import Embedder, Reranker
+from retrieval.store import IndexStore, build_index
+from serve.commands.output import dumps_json
+
+BUNDLED = "bundled"
+
+
+def load_embedder_arg(path: str | None) -> Embedder:
+    """The embedder at ``path`` (a bi-encoder directory), or the bundled all-MiniLM-L6-v2 if None."""
+    from serve.runtime import ModelSettings, load_embedder
+
+    return load_embedder(ModelSettings(path=path))
+
+
+def load_reranker_arg(model: str, precision: str) -> Reranker:
+    """A reranker from a model directory (cross-encoder, causal-LM reranker or bi-encoder), or the
+    bundled all-MiniLM-L6-v2 bi-encoder (FP32 dot product under HPS) for ``"bundled"``."""
+    from serve.runtime import ModelSettings, load_scorer
+
+    return load_scorer(ModelSettings(path=None if model == BUNDLED else model, precision=precision))
+
+
+def add_embedder_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--embedder", metavar="PATH", default=None,
+                        help="bi-encoder model directory (default: the bundled all-MiniLM-L6-v2); "
+                             "must be the one the index was built with")
+
+
+def progress_bar(total: int, desc: str) -> tqdm:
+    """A documents progress bar on stderr."""
+    return tqdm(total=total, desc=desc, unit="doc", file=sys.stderr, dynamic_ncols=True)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "index",
+        help="build and maintain a FAISS + BM25 index directory",
+        description=(
+            "An index directory holds a FAISS index (ids = slots), a BM25 index (bm25s), the documents "
+            "and a manifest with checksums, as copy-on-write generations behind an atomic CURRENT "
+            "pointer; adds and deletes go to an fsynced write-ahead log. A crash never leaves a "
+            "half-written index live."
+        ),
+    )
+    commands = parser.add_subparsers(dest="index_command", metavar="ACTION", required=True)
+
+    build = commands.add_parser(
+        "build", help="embed a corpus and write a new index",
+        description="Embed CORPUS (BEIR corpus.jsonl, a BEIR folder, or JSONL {id, text, title?, metadata?}) "
+                    "and write the index to DIR. A previous index in DIR stays live until the new one is "
+                    "complete (--overwrite needed to replace it).",
+    )
+    build.add_argument("--corpus", required=True, help="corpus JSONL file or BEIR folder")
+    build.add_argument("--out", required=True, metavar="DIR", help="index directory to create or replace")
+    build.add_argument("--factory", default="Flat",
+                       help="FAISS index_factory string over inner product: Flat (exact, default), "
+                            "'HNSW32,Flat', 'IVF1024,SQ8', 'IVF256,PQ32', 'OPQ32,IVF256,PQ32', …")
+    build.add_argument("--ef-construction", type=int, default=DenseSettings.ef_construction,
+                       help="HNSW build breadth (default %(default)s)")
+    build.add_argument("--ef-search", type=int, default=DenseSettings.ef_search,
+                       help="HNSW search breadth, recorded as the index default (default %(default)s)")
+    build.add_argument("--nprobe", type=int, default=DenseSettings.nprobe,
+                       help="IVF lists probed per query, recorded as the index default (default %(default)s)")
+    add_embedder_argument(build)
+    build.add_argument("--no-bm25", action="store_true", help="skip the BM25 index (dense search only)")
+    build.add_argument("--stemmer", default=Bm25Settings.stemmer,
+                       help="PyStemmer algorithm for BM25 terms, or 'none' (default %(default)s)")
+    build.add_argument("--stopwords", default=Bm25Settings.stopwords,
+                       help="bm25s stopword list (en, fr, de, …) or 'none' (default %(default)s)")
+    build.add_argument("--bm25-method", choices=BM25_METHODS, default=Bm25Settings.method,
+                       help="BM25 variant (default %(default)s)")
+    build.add_argument("--k1", type=float, default=Bm25Settings.k1, help="BM25 k1 (default %(default)s)")
+    build.add_argument("--b", type=float, default=Bm25Settings.b, help="BM25 b (default %(default)s)")
+    build.add_argument("--batch-size", type=int, default=256, help="documents per embedding batch (default %(default)s)")
+    build.add_argument("--overwrite", action="store_true", help="replace an existing index in DIR")
+    build.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    build.set_defaults(func=run_build)
+
+    add = commands.add_parser(
+        "add", help="add documents (durable on return)",
+        description="Embed and add the documents of DOCS (same formats as build). Ids already in the "
+                    "index are refused. Each call is one fsynced write-ahead-log record.",
+    )
+    add.add_argument("--index", required=True, metavar="DIR")
+    add.add_argument("--docs", required=True, help="JSONL documents to add")
+    add_embedder_argument(add)
+    add.add_argument("--batch-size", type=int, default=256, help="documents per embedding batch (default %(default)s)")
+    add.add_argument("--json", action="store_true", help="print the index state as JSON")
+    add.set_defaults(func=run_add)
+
+    delete = commands.add_parser(
+        "delete", help="delete documents by id (durable on return)",
+        description="Delete documents by id. Unknown ids are refused and nothing is deleted.",
+    )
+    delete.add_argument("--index", required=True, metavar="DIR")
+    delete.add_argument("--ids", nargs="+", default=[], metavar="ID", help="document ids")
+    delete.add_argument("--ids-file", metavar="FILE", help="file with one document id per line")
+    delete.add_argument("--json", action="store_true", help="print the index state as JSON")
+    delete.set_defaults(func=run_delete)
+
+    compact = commands.add_parser(
+        "compact", help="fold the write-ahead log into a new generation",
+        description="Write a new generation holding only live documents (rebuilds FAISS, retraining IVF, "
+                    "and BM25) and swap it in atomically; empties the write-ahead log.",
+    )
+    compact.add_argument("--index", required=True, metavar="DIR")
+    compact.add_argument("--json", action="store_true", help="print the new manifest as JSON")
+    compact.set_defaults(func=run_compact)
+
+    info = commands.add_parser("info", help="verify an index and show its manifest and state")
+    info.add_argument("--index", required=True, metavar="DIR")
+    info.add_argument("--json", action="store_true", help="print JSON")
+    info.set_defaults(func=run_info)
+
+
+def _optional(name: str) -> str | None:
+    return None if name.lower() == "none" else name
+
+
+def _report(args: argparse.Namespace, state: dict[str, Any], headline: str) -> int:
+    """Print ``IndexStore.info()`` as JSON (``--json``) or as one line."""
+    if args.json:
+        print(dumps_json(state))
+        return 0
+    bm25 = "with BM25" if state["bm25"] else "no BM25"
+    print(
+        f"{headline}: {state['path']} ({state['generation_dir']}): {state['live_count']} documents, "
+        f"factory {state['dense']['factory']!r}, embedder {state['embedder']['model_id']} "
+        f"(dim {state['embedder']['dim']}), {bm25}, {state['wal_records']} logged changes"
+    )
+    return 0
+
+
+def run_build(args: argparse.Namespace) -> int:
+    documents = read_documents(args.corpus)
+    dense = DenseSettings(args.factory, args.ef_construction, args.ef_search, args.nprobe)
+    bm25 = None if args.no_bm25 else Bm25Settings(
+        k1=args.k1, b=args.b, method=args.bm25_method,
+        stemmer=_optional(args.stemmer), stopwords=_optional(args.stopwords),
+    )
+    embedder = load_embedder_arg(args.embedder)
+    with progress_bar(len(documents), "embedding") as bar:
+        manifest = build_index(
+            args.out, documents, embedder, dense=dense, bm25=bm25, batch_size=args.batch_size,
+            on_progress=bar.update, overwrite=args.overwrite,
+        )
+    print(f"built in {manifest['build_seconds']:.1f} s", file=sys.stderr)
+    with IndexStore.open(args.out) as store:
+        return _report(args, store.info(), "built and verified")
+
+
+def run_add(args: argparse.Namespace) -> int:
+    documents = read_documents(args.docs)
+    with IndexStore.open(args.index, load_embedder_arg(args.embedder), writable=True) as store:
+        with progress_bar(len(documents), "embedding") as bar:
+            added = store.add(documents, batch_size=args.batch_size, on_progress=bar.update)
+        return _report(args, store.info(), f"added {added}")
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    ids = list(args.ids)
+    if args.ids_file:
+        with open(args.ids_file, encoding="utf-8") as handle:
+            ids += [line.strip() for line in handle if line.strip()]
+    if not ids:
+        raise ValueError("no ids given (--ids or --ids-file)")
+    with IndexStore.open(args.index, writable=True) as store:
+        try:
+            deleted = store.delete(ids)
+        except KeyError as exc:
+            raise ValueError(exc.args[0]) from None
+        return _report(args, store.info(), f"deleted {deleted}")
+
+
+def run_compact(args: argparse.Namespace) -> int:
+    with IndexStore.open(args.index, writable=True) as store:
+        store.compact()
+        return _report(args, store.info(), "compacted")
+
+
+def run_info(args: argparse.Namespace) -> int:
+    with IndexStore.open(args.index) as store:
+        return _report(args, store.info(), "verified")

@@ -1,0 +1,146 @@
+"""``steadyrank search``: retrieve (dense, BM25 or hybrid), optionally rerank with dynamic K, write a TREC run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from metrics.io import write_trec_run
+from retrieval.corpus import read_queries
+from retrieval.fusion import DEFAULT_RRF_K
+from retrieval.pipeline import latency_summary, rerank_candidates
+from retrieval.routing import ROUTES, RoutingSettings, load_settings
+from retrieval.store import MODES, IndexStore
+from serve.commands.index import BUNDLED, add_embedder_argument, load_embedder_arg, load_reranker_arg
+from serve.commands.output import dumps_json
+
+
+def add_reranker_arguments(parser: argparse.ArgumentParser, *, default: str | None) -> None:
+    """``--rerank`` / ``--rerank-precision`` (shared with ``route calibrate``)."""
+    parser.add_argument("--rerank", metavar="MODEL", default=default,
+                        help=f"reranker model directory (cross-encoder, causal-LM reranker or bi-encoder), "
+                             f"or '{BUNDLED}' for the bundled all-MiniLM-L6-v2 scored in FP32 (HPS)"
+                             + (f" (default {default})" if default else "; without it the retrieval order is written"))
+    parser.add_argument("--rerank-precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                        help="reranker forward precision; scores are upcast to FP32 before φ (HPS) (default %(default)s)")
+
+
+def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
+    """Depths and the settings file (shared with ``route calibrate``)."""
+    parser.add_argument("--depth", type=int, default=RoutingSettings.k_high,
+                        help="candidates retrieved per query = k_high, the most that are reranked (default %(default)s)")
+    parser.add_argument("--k-low", type=int, default=None,
+                        help=f"candidates always reranked (default: the settings file's, else {RoutingSettings.k_low})")
+    parser.add_argument("--top-n", type=int, default=None,
+                        help=f"results a client reads; the tie signal watches this cutoff (default {RoutingSettings.top_n})")
+    parser.add_argument("--route-settings", metavar="FILE", default=None,
+                        help="routing settings JSON written by 'steadyrank route calibrate' (default: built-in thresholds)")
+    parser.add_argument("--mode", choices=MODES, default="hybrid", help="retrieval mode (default %(default)s)")
+    parser.add_argument("--rrf-k", type=float, default=DEFAULT_RRF_K, help="RRF constant k for hybrid (default %(default)s)")
+    parser.add_argument("--rrf-weights", type=_weights, default=(1.0, 1.0), metavar="WD,WB",
+                        help="RRF weights of the dense and BM25 lists (default 1,1)")
+    add_embedder_argument(parser)
+
+
+def routing_settings(args: argparse.Namespace) -> RoutingSettings:
+    """Settings file (or defaults) with ``k_high = --depth`` and the ``--k-low``/``--top-n`` overrides."""
+    settings = load_settings(args.route_settings) if args.route_settings else RoutingSettings()
+    k_low = args.k_low if args.k_low is not None else min(settings.k_low, args.depth)
+    top_n = args.top_n if args.top_n is not None else settings.top_n
+    return replace(settings, k_high=args.depth, k_low=k_low, top_n=top_n)
+
+
+def _weights(text: str) -> tuple[float, float]:
+    try:
+        dense, sparse = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected two comma-separated weights like 1,0.5, got {text!r}") from None
+    return dense, sparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "search",
+        help="retrieve and rerank queries against an index; write a TREC run and RUN.json",
+        description=(
+            "Search every query of QUERIES (BEIR queries.jsonl or a BEIR folder) in the index. Hybrid "
+            "fuses the dense and BM25 top DEPTH lists with RRF. With --rerank, the first k_low "
+            "candidates are reranked; route 'dynamic' reranks up to DEPTH only when an uncertainty "
+            "signal fires (small dense margin, high reranker entropy, tie at top_n, low dense/BM25 "
+            "overlap), 'fixed50' never, 'fixed100' always. Writes the TREC run to RUN and, per query, "
+            "the candidates reranked, routing signals and reasons, and stage latencies to RUN.json."
+        ),
+    )
+    parser.add_argument("--index", required=True, metavar="DIR", help="index directory")
+    parser.add_argument("--queries", required=True, help="queries JSONL (_id, text) or BEIR folder")
+    parser.add_argument("--out", required=True, metavar="RUN", help="TREC run to write (RUN.json beside it)")
+    add_routing_arguments(parser)
+    add_reranker_arguments(parser, default=None)
+    parser.add_argument("--route", choices=ROUTES, default=None,
+                        help="with --rerank: dynamic (default), fixed50 (k_low) or fixed100 (all DEPTH)")
+    parser.add_argument("--tag", default="steadyrank", help="run tag column (default %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.route is not None and args.rerank is None:
+        raise ValueError("--route needs --rerank (without a reranker nothing is routed)")
+    settings = routing_settings(args)
+    route = args.route or "dynamic"
+    queries = read_queries(args.queries)
+    embedder = None if args.mode == "bm25" else load_embedder_arg(args.embedder)
+    reranker = None if args.rerank is None else load_reranker_arg(args.rerank, args.rerank_precision)
+    trec: dict[str, dict[str, float]] = {}
+    per_query: dict[str, dict[str, Any]] = {}
+    stage_seconds: list[dict[str, float]] = []
+    with IndexStore.open(args.index, embedder) as store:
+        for qid, text in tqdm(queries.items(), desc="searching", unit="query", file=sys.stderr, dynamic_ncols=True):
+            candidates = store.search(text, mode=args.mode, depth=args.depth, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights)
+            if reranker is None:
+                doc_ids, scores, timings = candidates.doc_ids, candidates.scores, candidates.timings
+                report: dict[str, Any] = {"k_reranked": 0}
+            else:
+                ranked = rerank_candidates(store, text, candidates, reranker, settings, route)
+                doc_ids, scores, timings = ranked.doc_ids, ranked.scores, ranked.timings
+                report = {
+                    "k_reranked": ranked.decision.k_rerank,
+                    "escalated": ranked.decision.escalated,
+                    "reasons": list(ranked.decision.reasons),
+                    "signals": ranked.signals.to_json(),
+                }
+            trec[qid] = dict(zip(doc_ids, map(float, scores), strict=True))
+            stage_seconds.append(timings)
+            per_query[qid] = {**report, "n_candidates": len(candidates.doc_ids), "timings_ms": {k: v * 1000 for k, v in timings.items()}}
+    write_trec_run(args.out, trec, tag=args.tag)
+    k_values = [q["k_reranked"] for q in per_query.values()]
+    summary = {
+        "run": args.out,
+        "report": f"{args.out}.json",
+        "index": args.index,
+        "mode": args.mode,
+        "depth": args.depth,
+        "reranker": args.rerank,
+        "route": route if reranker is not None else None,
+        "routing": settings.to_json() if reranker is not None else None,
+        "queries": len(per_query),
+        "mean_k_reranked": sum(k_values) / len(k_values),
+        "escalation_rate": sum(bool(q.get("escalated")) for q in per_query.values()) / len(per_query),
+        "latency": latency_summary(stage_seconds),
+    }
+    Path(f"{args.out}.json").write_text(json.dumps({**summary, "per_query": per_query}, indent=2) + "\n", encoding="utf-8")
+    if args.json:
+        print(dumps_json(summary))
+    else:
+        print(
+            f"wrote {args.out} ({len(per_query)} queries, mode {args.mode}, depth {args.depth}); "
+            f"mean candidates reranked {summary['mean_k_reranked']:.1f}, "
+            f"escalated {summary['escalation_rate']:.0%}; details in {args.out}.json"
+        )
+    return 0

@@ -1,0 +1,39 @@
+"""Fixtures for the retrieval tests: the real MiniLM embedder and its embeddings, cached per session."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retrieval.corpus import Document
+from tests.retrieval.helpers import HashEmbedder, synthetic_documents
+
+RECALL_CORPUS = 2500
+RECALL_QUERIES = 200
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The bundled all-MiniLM-L6-v2 through the project's runtime (FP32, HPS)."""
+    from serve.runtime import ModelSettings, load_embedder
+
+    return load_embedder(ModelSettings())
+
+
+@pytest.fixture(scope="session")
+def minilm_vectors(minilm) -> tuple[np.ndarray, np.ndarray]:
+    """Real MiniLM embeddings of a generated corpus and of generated queries (embedded once)."""
+    corpus = [d.full_text for d in synthetic_documents(RECALL_CORPUS, seed=11)]
+    queries = [d.full_text for d in synthetic_documents(RECALL_QUERIES, seed=12)]
+    vectors = minilm.encode(corpus + queries)
+    return vectors[:RECALL_CORPUS], vectors[RECALL_CORPUS:]
+
+
+@pytest.fixture
+def embedder() -> HashEmbedder:
+    return HashEmbedder()
+
+
+@pytest.fixture
+def documents() -> list[Document]:
+    return synthetic_documents(400)

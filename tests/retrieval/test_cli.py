@@ -1,0 +1,99 @@
+"""``steadyrank index|search|route`` end to end with the real bundled MiniLM (in-process CLI)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from metrics.io import read_trec_run
+from retrieval.routing import load_settings
+from serve.cli import main
+from tests.retrieval.helpers import synthetic_documents, write_corpus
+
+QUERIES = {"q1": "glacier and ocean temperature", "q2": "central bank interest rates", "q3": "volcano earthquake risk"}
+
+
+@pytest.fixture(scope="module")
+def beir(tmp_path_factory):
+    """A tiny BEIR folder: 60 generated passages, 3 queries, graded qrels."""
+    root = tmp_path_factory.mktemp("beir")
+    docs = synthetic_documents(60, seed=21)
+    write_corpus(root / "corpus.jsonl", docs)
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in QUERIES.items()))
+    (root / "qrels").mkdir()
+    lines = [f"{q}\t{docs[i * 7 + j].id}\t{1 + (i + j) % 3}" for i, q in enumerate(QUERIES) for j in range(4)]
+    (root / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def index(beir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("index") / "idx"
+    assert main(["index", "build", "--corpus", str(beir), "--out", str(out), "--factory", "HNSW32,Flat"]) == 0
+    return out
+
+
+def run_json(capsys, argv: list[str]) -> dict:
+    capsys.readouterr()
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_build_search_rerank_dynamic(index, beir, tmp_path, capsys):
+    info = run_json(capsys, ["index", "info", "--index", str(index)])
+    assert info["live_count"] == 60 and info["dense"]["factory"] == "HNSW32,Flat"
+    assert info["embedder"]["model_id"] == "sentence-transformers/all-MiniLM-L6-v2" and info["embedder"]["dim"] == 384
+    run = tmp_path / "run.trec"
+    summary = run_json(capsys, [
+        "search", "--index", str(index), "--queries", str(beir), "--out", str(run), "--mode", "hybrid",
+        "--depth", "20", "--k-low", "5", "--rerank", "bundled", "--route", "dynamic",
+    ])
+    assert summary["queries"] == 3 and summary["route"] == "dynamic"
+    trec = read_trec_run(run)
+    assert set(trec) == set(QUERIES) and all(len(r) == 20 for r in trec.values())
+    report = json.loads((tmp_path / "run.trec.json").read_text())
+    for q in report["per_query"].values():
+        assert q["k_reranked"] in (5, 20) and q["escalated"] == (q["k_reranked"] == 20)
+        assert bool(q["reasons"]) == q["escalated"] and set(q["signals"]) >= {"dense_margin", "overlap"}
+        assert "rerank_low" in q["timings_ms"] and "fuse" in q["timings_ms"]
+    assert set(report["latency"]) >= {"embed", "dense", "bm25", "fuse", "rerank_low"}
+
+
+def test_bm25_search_without_reranker(index, beir, tmp_path, capsys):
+    summary = run_json(capsys, ["search", "--index", str(index), "--queries", str(beir), "--out", str(tmp_path / "r"),
+                                "--mode", "bm25", "--depth", "10"])
+    assert summary["mean_k_reranked"] == 0 and summary["route"] is None
+    assert all(len(r) <= 10 for r in read_trec_run(tmp_path / "r").values())
+
+
+def test_add_delete_info(index, tmp_path, capsys):
+    extra = write_corpus(tmp_path / "extra.jsonl", synthetic_documents(3, seed=5, prefix="extra"))
+    assert run_json(capsys, ["index", "add", "--index", str(index), "--docs", str(extra)])["live_count"] == 63
+    state = run_json(capsys, ["index", "delete", "--index", str(index), "--ids", "extra0", "extra1"])
+    assert state["live_count"] == 61 and state["wal_records"] == 2
+    state = run_json(capsys, ["index", "compact", "--index", str(index)])
+    assert state["live_count"] == 61 and state["wal_records"] == 0 and state["generation_dir"] == "gen-000002"
+
+
+def test_calibrate_writes_settings_that_search_accepts(index, beir, tmp_path, capsys):
+    settings = tmp_path / "routing.json"
+    payload = run_json(capsys, ["route", "calibrate", "--data", str(beir), "--index", str(index), "--out", str(settings),
+                                "--depth", "20", "--k-low", "5", "--objective", "rate", "--target-rate", "0.5"])
+    assert payload["calibration"]["n_queries"] == 3 and payload["calibration"]["escalation_rate"] <= 0.5
+    loaded = load_settings(settings)
+    assert (loaded.k_low, loaded.k_high) == (5, 20)
+    summary = run_json(capsys, ["search", "--index", str(index), "--queries", str(beir), "--out", str(tmp_path / "r"),
+                                "--depth", "20", "--rerank", "bundled", "--route-settings", str(settings)])
+    assert summary["routing"]["k_low"] == 5
+
+
+def test_user_errors_exit_2_with_a_message(index, beir, tmp_path, capsys):
+    capsys.readouterr()
+    assert main(["search", "--index", str(index), "--queries", str(beir), "--out", str(tmp_path / "r"),
+                 "--route", "dynamic"]) == 2
+    assert "--route needs --rerank" in capsys.readouterr().err
+    assert main(["index", "build", "--corpus", str(beir), "--out", str(index)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["index", "delete", "--index", str(index), "--ids", "no-such-doc"]) == 2
+    assert "no-such-doc" in capsys.readouterr().err
