@@ -1,0 +1,95 @@
+"""Length-sorted, token-budget batching with minimal padding.
+
+Sequences are sorted by length (longest first) and packed greedily: a batch takes rows while
+``rows ≤ batch_size`` and ``rows × longest_row ≤ batch_tokens`` (the padded size of the batch, in
+tokens), and is padded only to its own longest row. Results are scattered back into input order,
+so callers never see the plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One padded forward batch: tensors on the target device and the input rows they hold."""
+
+    rows: np.ndarray  # input indices, in batch order
+    input_ids: torch.Tensor  # (b, L) int64
+    attention_mask: torch.Tensor  # (b, L) int64, 1 = real token
+    token_type_ids: torch.Tensor | None  # (b, L) int64, for pair encoders that use them
+
+
+def plan_batches(lengths: Sequence[int], batch_tokens: int, batch_size: int) -> list[np.ndarray]:
+    """Split indices into batches, longest sequences first, with rows ≤ batch_size and
+    rows × max length ≤ batch_tokens. A sequence longer than the budget gets a batch of its own.
+    """
+    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+    batches: list[np.ndarray] = []
+    start = 0
+    while start < order.size:
+        longest = max(int(lengths[order[start]]), 1)
+        rows = max(1, min(batch_size, batch_tokens // longest))
+        batches.append(order[start : start + rows])
+        start += rows
+    return batches
+
+
+def pad(rows: Sequence[Sequence[int]], value: int, side: Literal["right", "left"]) -> torch.Tensor:
+    """Stack integer rows into a (b, max_len) int64 tensor, padding with ``value`` on ``side``."""
+    width = max(len(r) for r in rows)
+    out = torch.full((len(rows), width), value, dtype=torch.long)
+    for i, row in enumerate(rows):
+        if row:
+            span = slice(0, len(row)) if side == "right" else slice(width - len(row), width)
+            out[i, span] = torch.as_tensor(row, dtype=torch.long)
+    return out
+
+
+def run_batched(
+    input_ids: Sequence[Sequence[int]],
+    token_type_ids: Sequence[Sequence[int]] | None,
+    *,
+    forward: Callable[[Batch], torch.Tensor],
+    batch_tokens: int,
+    batch_size: int,
+    pad_id: int,
+    padding_side: Literal["right", "left"],
+    device: torch.device,
+    show_progress: bool = False,
+    desc: str = "forward",
+) -> torch.Tensor:
+    """Run ``forward`` over budget-packed batches and return its rows in input order (on CPU).
+
+    ``forward`` maps a :class:`Batch` to a tensor whose first dimension is the batch rows.
+    """
+    lengths = [len(ids) for ids in input_ids]
+    plan = plan_batches(lengths, batch_tokens, batch_size)
+    result: torch.Tensor | None = None
+    with tqdm(total=len(lengths), desc=desc, unit="seq", disable=not show_progress) as bar:
+        for rows in plan:
+            batch = Batch(
+                rows=rows,
+                input_ids=pad([input_ids[i] for i in rows], pad_id, padding_side).to(device),
+                attention_mask=pad([[1] * lengths[i] for i in rows], 0, padding_side).to(device),
+                token_type_ids=(
+                    pad([token_type_ids[i] for i in rows], 0, padding_side).to(device)
+                    if token_type_ids is not None
+                    else None
+                ),
+            )
+            out = forward(batch).cpu()
+            if result is None:
+                result = torch.empty((len(lengths), *out.shape[1:]), dtype=out.dtype)
+            result[torch.as_tensor(rows)] = out
+            bar.update(rows.size)
+    if result is None:
+        raise ValueError("run_batched needs at least one sequence")
+    return result

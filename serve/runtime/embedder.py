@@ -1,0 +1,55 @@
+"""Embedder: texts → L2-normalised float32 embeddings from a bi-encoder."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from serve.runtime import hps
+from serve.runtime.errors import InvalidInputError
+from serve.runtime.loading import ModelSpec
+from serve.runtime.settings import ModelSettings
+from serve.runtime.transformers_backend import TransformersBackend
+
+
+def check_texts(texts: Sequence[str], what: str) -> list[str]:
+    """``texts`` as a list, refusing anything that is not a string."""
+    if isinstance(texts, str):
+        raise InvalidInputError(f"{what} must be a list of strings, got a single string")
+    items = list(texts)
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            raise InvalidInputError(f"{what}[{i}] must be a string, got {type(text).__name__}")
+    return items
+
+
+class Embedder:
+    """A loaded bi-encoder. ``encode`` pools in the model dtype, then normalises:
+
+    - ``scoring="hps"``: ``e = h.float() / ‖h.float()‖₂`` (FP32);
+    - ``scoring="native"``: normalised in the model dtype, then cast to float32 (keeps its ties).
+    """
+
+    def __init__(self, spec: ModelSpec, settings: ModelSettings, model_id: str) -> None:
+        self.spec = spec
+        self.settings = settings
+        self.model_id = model_id
+        self.precision = settings.precision
+        self.scoring = settings.scoring
+        self.backend = TransformersBackend(spec, settings)
+        self.dim = int(self.backend.model.config.hidden_size)
+        self.max_length = self.backend.max_length
+
+    def pooled(self, texts: Sequence[str], *, show_progress: bool = False) -> tuple[torch.Tensor, np.ndarray]:
+        """Pooled, un-normalised embeddings in the model dtype (n, dim) and per-text truncation flags."""
+        items = check_texts(texts, "texts")
+        if not items:
+            return torch.empty((0, self.dim), dtype=self.backend.dtype), np.zeros(0, dtype=bool)
+        return self.backend.pooled(items, show_progress=show_progress)
+
+    def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+        """L2-normalised embeddings, float32 numpy (n, dim), one row per text in input order."""
+        pooled, _ = self.pooled(texts, show_progress=show_progress)
+        return hps.embeddings(pooled, self.scoring)

@@ -1,0 +1,40 @@
+"""Entry points: load an embedder or a scorer from :class:`ModelSettings`."""
+
+from __future__ import annotations
+
+from serve.runtime.embedder import Embedder
+from serve.runtime.errors import UnsupportedModelError
+from serve.runtime.loading import ModelSpec, inspect_model
+from serve.runtime.scorer import BiEncoderScorer, PairScorer, Scorer
+from serve.runtime.settings import ModelSettings, bundled_embedder_path
+
+BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def model_id(spec: ModelSpec) -> str:
+    """A readable id: the bundled MiniLM's hub name, else the directory name."""
+    if spec.path.resolve() == bundled_embedder_path().resolve():
+        return BUNDLED_MODEL_ID
+    return spec.path.resolve().name
+
+
+def load_embedder(settings: ModelSettings | None = None) -> Embedder:
+    """Load a bi-encoder as an :class:`Embedder` (default: the bundled all-MiniLM-L6-v2)."""
+    settings = settings or ModelSettings()
+    spec = inspect_model(settings)
+    if spec.kind != "bi-encoder":
+        raise UnsupportedModelError(f"{spec.path} is a {spec.kind}: an embedder needs a bi-encoder")
+    if settings.backend != "transformers":
+        raise UnsupportedModelError("embedders run on the 'transformers' backend only")
+    return Embedder(spec, settings, model_id(spec))
+
+
+def load_scorer(settings: ModelSettings | None = None) -> Scorer:
+    """Load any supported model as a :class:`Scorer` (a bi-encoder scores by FP32 dot product)."""
+    settings = settings or ModelSettings()
+    spec = inspect_model(settings)
+    if spec.kind == "bi-encoder":
+        if settings.backend != "transformers":
+            raise UnsupportedModelError("bi-encoders run on the 'transformers' backend only")
+        return BiEncoderScorer(spec, settings, model_id(spec))
+    return PairScorer(spec, settings, model_id(spec))

