@@ -1,4 +1,4 @@
-"""The `steadyrank` command line: one subcommand per module listed in COMMAND_MODULES.
+"""The `steadyrank` command line: one subcommand per module listed in COMMANDS.
 
 Each command module exposes ``register(subparsers)`` which adds its parser and sets
 ``func`` (called with the parsed namespace, returning the exit code).
@@ -10,31 +10,45 @@ import argparse
 import importlib
 import sys
 
-COMMAND_MODULES = [
-    "serve.commands.evaluate",
-]
+#: Subcommand → (module, one-line summary). Only the module of the command being run is imported,
+#: so ``steadyrank evaluate`` never pays for torch or Ray.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "evaluate": ("serve.commands.evaluate", "tie-aware evaluation of a TREC run (E, min, max, range, bias, PROC)"),
+    "index": ("serve.commands.index", "build and maintain a FAISS + BM25 index directory"),
+    "search": ("serve.commands.search", "retrieve and rerank queries against an index; write a TREC run"),
+    "route": ("serve.commands.route", "dynamic-K routing: calibrate thresholds on a golden set"),
+    "precision-report": ("serve.commands.precision_report", "FP32/BF16/FP16 with and without HPS: ties and metric ranges"),
+    "serve": ("serve.commands.serve", "start the HTTP server (Ray Serve) on the embedded default or a settings file"),
+    "canary": ("serve.commands.canary", "canary comparison of a running steadyrank server"),
+}
 
 
-class CliError(Exception):
-    """A user-facing error: printed as one line on stderr, exit code 2."""
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser with ``command`` fully registered and the other subcommands only listed."""
     parser = argparse.ArgumentParser(
         prog="steadyrank",
         description="Trustworthy low-precision reranking: tie-aware evaluation, HPS scoring, serving.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    for name, (module, summary) in COMMANDS.items():
+        if name == command:
+            importlib.import_module(module).register(subparsers)
+        else:
+            subparsers.add_parser(name, help=summary)
     return parser
 
 
+def _command_in(argv: list[str]) -> str | None:
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(_command_in(argv)).parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (CliError, ValueError, FileNotFoundError, PermissionError) as exc:
+    except (ValueError, FileNotFoundError, PermissionError) as exc:  # user-facing: one line, exit 2
         print(f"steadyrank {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
