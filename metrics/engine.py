@@ -51,8 +51,8 @@ class Batch:
     """
 
     scores: np.ndarray  # (Q, W) float
-    grades: np.ndarray  # (Q, W) float64
-    rubric: np.ndarray  # (Q, W) float64
+    grades: np.ndarray  # (Q, W) numeric (int or float)
+    rubric: np.ndarray  # (Q, W) numeric
     judged: np.ndarray  # (Q, J) float64, NaN padded
     judged_rubric: np.ndarray  # (Q, J) float64, NaN padded
     docid_rank: np.ndarray | None = None  # (Q, W) int
@@ -92,7 +92,9 @@ class _ItemValues:
         self.pool_counts = {g: (pool == g).sum(axis=1).astype(np.float64) for g in (5, 4, 3)}
         self.rarity_weights = self._rarity_weights()
         # A superset of the items with a non-zero value under any metric key (judged ones).
-        nonzero = (batch.grades != 0) | (batch.rubric >= 3)
+        nonzero = batch.grades != 0
+        if batch.rubric is not batch.grades:
+            nonzero |= batch.rubric >= 3
         if rel_level <= 0:
             nonzero |= (batch.grades >= rel_level) & batch.valid
         self.nonzero_mask = nonzero

@@ -220,13 +220,21 @@ def evaluate_arrays(
 
     score_dtype = np.float32 if scores.dtype.itemsize <= 4 else np.float64  # both exact for the input
 
+    full_rows = bool((lengths == width).all())
+
     def chunk(begin: int, end: int) -> Batch:
-        valid = np.arange(width)[None, :] < lengths[begin:end, None]
-        chunk_scores = scores[begin:end].astype(score_dtype)
-        if not np.isfinite(chunk_scores[valid]).all():
-            raise ValueError("scores must be finite (NaN or inf found)")
-        chunk_scores[~valid] = -np.inf
-        chunk_grades = np.where(valid, grades[begin:end], 0)
+        chunk_scores = scores[begin:end].astype(score_dtype, copy=False)
+        chunk_grades = grades[begin:end]
+        if full_rows:  # no padding: no copies, validity straight from the scores
+            valid = np.isfinite(chunk_scores)
+            if not valid.all():
+                raise ValueError("scores must be finite (NaN or inf found)")
+        else:
+            valid = np.arange(width)[None, :] < lengths[begin:end, None]
+            if not np.isfinite(chunk_scores[valid]).all():
+                raise ValueError("scores must be finite (NaN or inf found)")
+            chunk_scores = np.where(valid, chunk_scores, -np.inf).astype(score_dtype, copy=False)
+            chunk_grades = np.where(valid, chunk_grades, 0)
         chunk_judged = judged[begin:end].astype(np.float64)
         rubric, judged_rubric = _rubric_grades(chunk_grades, chunk_judged, rubric_map)
         return Batch(chunk_scores, chunk_grades, rubric, chunk_judged, judged_rubric, valid=valid)
