@@ -1,0 +1,422 @@
+"""Serving benchmark: ``/v1/rerank`` on the real Ray Serve app against the in-process runtime.
+
+Run: ``python benchmarks/bench_serve.py [--config FILE] [--shadow on|off] [--concurrency 1,8,32]
+[--docs 100] [--duration S] [--out results.json] [--json]``.
+
+Closed loop: C clients (1, 8, 32 by default) each send a ``/v1/rerank`` request with ``--docs``
+documents (demo-corpus passages, ``top_n`` 10) as soon as their previous answer arrived. Each level
+is measured over a window that starts after the warm-up and ``C`` completions (the pipeline is
+full) and lasts at least ``--duration`` seconds and ``max(--min-requests, C)`` completions (at most
+``--max-duration`` per level). Reported per level: throughput (requests/s), p50/p95/p99 latency,
+errors and status codes. A fixed-overhead probe (``--probe-docs`` documents, 1 client) follows.
+
+In the same run the in-process runtime (``load_scorer(...).rerank``, same model, same inputs, same
+torch thread count as the server's reranker replica) runs the same closed loop in a separate process
+(so its peak RSS is its own) while the server is idle. By default it runs 1 client: one model using
+every core is its saturation point (one 100-document request already fills a forward batch); more
+with ``--inprocess-concurrency``.
+
+Derived: **server overhead at p50** = server p50 − in-process p50 at 1 client (target ≤ 5 ms), and
+the same for the small probe; **saturation throughput ratio** = best server throughput / best
+in-process throughput (target ≥ 0.9). Peak RSS: the in-process process; the server's = the sum of
+the peak RSS (VmHWM) of the application's replica processes (per replica in the JSON).
+
+Settings: ``--config`` is a steadyrank settings file (default: the embedded default with the
+reranker's ``torch_threads`` set to this machine's cores and batches of up to 8 requests).
+``--shadow on|off`` switches the shadow evaluator (``quality.enabled``; default off) so the same
+benchmark can be run with it on and off. The load generator shares the machine with the server: on
+a small box it takes CPU from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._report import emit  # noqa: E402
+
+API_KEY = "bench-key"
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs
+
+
+def make_inputs(n_requests: int, n_docs: int) -> list[tuple[str, list[str]]]:
+    """(query, documents) pairs from the demo data: each demo query with ``n_docs`` passages."""
+    from retrieval.corpus import read_documents, read_queries
+    from serve.app.default import DEMO_DIR
+
+    passages = [d.full_text for d in read_documents(DEMO_DIR / "corpus.jsonl")]
+    queries = list(read_queries(DEMO_DIR / "queries.jsonl").values())
+    rng = np.random.default_rng(0)
+    out = []
+    for i in range(n_requests):
+        picks = rng.choice(len(passages), size=n_docs, replace=n_docs > len(passages))
+        out.append((queries[i % len(queries)], [passages[j] for j in picks]))
+    return out
+
+
+class Window:
+    """Closed-loop bookkeeping: every finished request as (start, end, ok); decides when to stop.
+
+    The measured window starts after ``warmup`` seconds and at least ``level`` completions (the
+    pipeline is full), and ends once it lasted ``duration`` seconds and holds ``min_requests``
+    completions — or at ``max_duration`` since the beginning. Throughput = completions inside the
+    window / its length; latencies = the requests completed inside it.
+    """
+
+    def __init__(self, level: int, duration: float, warmup: float, min_requests: int, max_duration: float) -> None:
+        self.level, self.duration, self.warmup = level, duration, warmup
+        self.min_requests, self.max_duration = min_requests, max_duration
+        self.begin = time.perf_counter()
+        self.records: list[tuple[float, float, bool]] = []
+        self.stopped_at: float | None = None
+        self.lock = threading.Lock()
+
+    def add(self, start: float, end: float, ok: bool) -> None:
+        with self.lock:
+            self.records.append((start, end, ok))
+
+    def _window_start(self) -> float | None:
+        if len(self.records) < self.level:
+            return None
+        nth_end = sorted(r[1] for r in self.records)[self.level - 1]
+        return max(self.begin + self.warmup, nth_end)
+
+    def should_stop(self) -> bool:
+        with self.lock:
+            if self.stopped_at is not None:
+                return True
+            now = time.perf_counter()
+            start = self._window_start()
+            done = start is not None and now - start >= self.duration and \
+                sum(1 for r in self.records if r[1] >= start) >= self.min_requests
+            if done or now - self.begin >= self.max_duration:
+                self.stopped_at = now
+            return self.stopped_at is not None
+
+    def summary(self) -> dict[str, float]:
+        end = self.stopped_at or time.perf_counter()
+        start = self._window_start() or self.begin
+        inside = [r for r in self.records if start <= r[1] <= end]
+        latencies = [r[1] - r[0] for r in inside if r[2]]
+        return summarise(latencies, sum(1 for r in inside if not r[2]), end - start)
+
+
+def summarise(latencies: list[float], errors: int, elapsed: float) -> dict[str, float]:
+    values = np.asarray(latencies) * 1000.0
+    return {
+        "requests": int(values.size),
+        "errors": int(errors),
+        "window_s": float(elapsed),
+        "throughput_rps": float(values.size / elapsed) if elapsed > 0 else 0.0,
+        "p50_ms": float(np.percentile(values, 50)) if values.size else float("nan"),
+        "p95_ms": float(np.percentile(values, 95)) if values.size else float("nan"),
+        "p99_ms": float(np.percentile(values, 99)) if values.size else float("nan"),
+        "mean_ms": float(values.mean()) if values.size else float("nan"),
+    }
+
+
+def peak_rss_mb(pid: int | str = "self") -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
+# ---------------------------------------------------------------------------------------------
+# in-process runtime (child process)
+
+
+def _inprocess_child(model: dict, threads: int | None, inputs: list, levels: list[int], window: dict,
+                     top_n: int, probe_docs: int, queue: Any) -> None:
+    import torch
+
+    from serve.runtime import ModelSettings, load_scorer
+
+    if threads:
+        torch.set_num_threads(threads)
+    scorer = load_scorer(ModelSettings.model_validate(model))
+    scorer.rerank(inputs[0][0], inputs[0][1], top_n=top_n)  # load and warm up
+
+    def loop(level: int, items: list, **limits: Any) -> dict[str, float]:
+        w = Window(level, **limits)
+        counter = [0]
+
+        def worker() -> None:
+            while not w.should_stop():
+                with w.lock:
+                    i = counter[0]
+                    counter[0] += 1
+                query, docs = items[i % len(items)]
+                start = time.perf_counter()
+                try:
+                    scorer.rerank(query, docs, top_n=top_n)
+                    ok = True
+                except Exception:  # noqa: BLE001
+                    ok = False
+                w.add(start, time.perf_counter(), ok)
+
+        pool = [threading.Thread(target=worker) for _ in range(level)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        return w.summary()
+
+    results = {level: loop(level, inputs, **window) for level in levels}
+    probe = [(q, d[:probe_docs]) for q, d in inputs]
+    probe_result = loop(1, probe, **{**window, "min_requests": 50})
+    queue.put({"levels": results, "probe": probe_result, "peak_rss_mb": peak_rss_mb(),
+               "torch_threads": torch.get_num_threads(), "model": scorer.model_id, "precision": scorer.precision})
+
+
+def run_inprocess(model: dict, threads: int | None, inputs: list, levels: list[int], window: dict, top_n: int,
+                  probe_docs: int) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_inprocess_child, args=(model, threads, inputs, levels, window, top_n, probe_docs, queue))
+    child.start()
+    result = queue.get()
+    child.join()
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# server
+
+
+async def _closed_loop(url: str, inputs: list, level: int, window: dict, top_n: int) -> dict[str, Any]:
+    import httpx
+
+    bodies = [json.dumps({"query": q, "documents": d, "top_n": top_n}).encode() for q, d in inputs]
+    codes: dict[int, int] = {}
+    counter = 0
+    limits = httpx.Limits(max_connections=level + 4, max_keepalive_connections=level + 4)
+    headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits, headers=headers) as client:
+        await client.post("/v1/rerank", content=bodies[0])  # connection and replicas warm
+        w = Window(level, **window)
+
+        async def worker() -> None:
+            nonlocal counter
+            while not w.should_stop():
+                body = bodies[counter % len(bodies)]
+                counter += 1
+                start = time.perf_counter()
+                response = await client.post("/v1/rerank", content=body)
+                codes[response.status_code] = codes.get(response.status_code, 0) + 1
+                w.add(start, time.perf_counter(), response.status_code == 200)
+
+        await asyncio.gather(*[worker() for _ in range(level)])
+    out: dict[str, Any] = w.summary()
+    out["status_codes"] = {str(k): v for k, v in sorted(codes.items())}
+    return out
+
+
+def server_rss() -> dict[str, Any]:
+    """Peak RSS (VmHWM) of the application's replica processes, by deployment."""
+    per: dict[str, float] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cmd.startswith("ray::ServeReplica:"):
+            name = cmd.split()[0].removeprefix("ray::ServeReplica:")
+            per[name] = per.get(name, 0.0) + peak_rss_mb(proc.name)
+    return {"total_mb": sum(per.values()), "max_mb": max(per.values(), default=float("nan")), "replicas_mb": per}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def bench_settings(config: str | None, shadow: str) -> Any:
+    from serve.app.builder import resolve_settings
+    from serve.app.settings import Settings, load_settings
+
+    if config:
+        raw = resolve_settings(config).model_dump(mode="python")
+    else:
+        raw = Settings().model_dump(mode="python")
+        cores = os.cpu_count() or 1
+        raw["deployments"]["reranker"].update(torch_threads=cores, max_batch_size=8, max_ongoing_requests=64,
+                                              max_queued_requests=-1)
+        raw["deployments"]["ingress"].update(num_cpus=0.1)
+    raw["quality"]["enabled"] = shadow == "on"
+    raw["auth"]["api_keys"] = [API_KEY]
+    raw["limits"]["max_body_bytes"] = max(raw["limits"]["max_body_bytes"], 64 * 1024 * 1024)
+    # a closed loop of 32 clients queues for minutes on a small CPU box: measure it, do not time it out
+    raw["limits"]["request_timeout_s"] = max(raw["limits"]["request_timeout_s"], 900.0)
+    return load_settings(raw)
+
+
+class Server:
+    """The application on a local Ray instance, for the duration of a ``with`` block."""
+
+    def __init__(self, settings: Any) -> None:
+        self.settings = settings
+
+    def __enter__(self) -> Server:
+        import httpx
+        import ray
+        from ray import serve as ray_serve
+
+        from serve.app import build_app
+        from serve.app.default import ensure_index
+
+        settings = self.settings
+        ensure_index(settings)
+        reserved = settings.deployments.total_cpus(canary=settings.canary is not None,
+                                                   evaluator=settings.quality.enabled)
+        ray.init(num_cpus=max(os.cpu_count() or 1, int(np.ceil(reserved))), include_dashboard=False,
+                 log_to_driver=False)
+        port = _free_port()
+        ray_serve.start(http_options={"host": "127.0.0.1", "port": port})
+        started = time.perf_counter()
+        ray_serve.run(build_app({"settings": settings}), name="steadyrank", route_prefix="/")
+        self.url = f"http://127.0.0.1:{port}"
+        while httpx.get(f"{self.url}/readyz", timeout=30).status_code != 200:
+            time.sleep(0.5)
+        self.startup_s = time.perf_counter() - started
+        self.reranker = httpx.get(f"{self.url}/readyz", timeout=30).json()["checks"]["reranker"]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import ray
+        from ray import serve as ray_serve
+
+        try:
+            ray_serve.shutdown()
+        finally:
+            ray.shutdown()
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=None, help="steadyrank settings file (default: embedded default)")
+    parser.add_argument("--shadow", choices=["on", "off"], default="off",
+                        help="shadow evaluator (quality.enabled) on or off (default %(default)s)")
+    parser.add_argument("--concurrency", default="1,8,32", help="server closed-loop client counts (default %(default)s)")
+    parser.add_argument("--inprocess-concurrency", default="1",
+                        help="in-process client threads (default %(default)s: one model on all cores is its saturation)")
+    parser.add_argument("--docs", type=int, default=100, help="documents per request (default %(default)s)")
+    parser.add_argument("--top-n", type=int, default=10, help="top_n per request (default %(default)s)")
+    parser.add_argument("--duration", type=float, default=20.0, help="measured seconds per level at least (default %(default)s)")
+    parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds per level (default %(default)s)")
+    parser.add_argument("--min-requests", type=int, default=10,
+                        help="completions per measured window at least (default %(default)s, or the client count if larger)")
+    parser.add_argument("--max-duration", type=float, default=150.0, help="seconds per level at most (default %(default)s)")
+    parser.add_argument("--probe-docs", type=int, default=1,
+                        help="documents per request of the fixed-overhead probe at 1 client (default %(default)s)")
+    parser.add_argument("--skip-inprocess", action="store_true", help="measure the server only")
+    parser.add_argument("--out", default=None, help="also write the JSON here")
+    parser.add_argument("--json", action="store_true", help="table to stderr, only JSON on stdout")
+    args = parser.parse_args()
+    levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
+    inproc_levels = [int(x) for x in args.inprocess_concurrency.split(",") if x.strip()]
+
+    def window(level: int) -> dict[str, Any]:
+        return {"duration": args.duration, "warmup": args.warmup, "max_duration": args.max_duration,
+                "min_requests": max(args.min_requests, level)}
+
+    settings = bench_settings(args.config, args.shadow)
+    inputs = make_inputs(64, args.docs)
+    threads = settings.deployments.reranker.torch_threads
+    model = settings.reranker_model.model_dump(mode="python")
+    log = lambda message: print(f"bench_serve: {message}", file=sys.stderr, flush=True)  # noqa: E731
+    log(f"{args.docs} docs/request, server levels {levels}, in-process levels {inproc_levels}, shadow {args.shadow}")
+    with Server(settings) as server:
+        log(f"server ready in {server.startup_s:.0f} s at {server.url}")
+        inprocess = None
+        if not args.skip_inprocess:  # the server is idle meanwhile
+            inprocess = run_inprocess(model, threads, inputs, inproc_levels, window(1), args.top_n, args.probe_docs)
+            log("in-process done")
+        server_levels = {}
+        for level in levels:
+            server_levels[level] = asyncio.run(_closed_loop(server.url, inputs, level, window(level), args.top_n))
+            log(f"server c={level}: {server_levels[level]['throughput_rps']:.2f} req/s, "
+                f"p50 {server_levels[level]['p50_ms']:.0f} ms")
+        probe_inputs = [(q, d[: args.probe_docs]) for q, d in inputs]
+        probe = asyncio.run(_closed_loop(server.url, probe_inputs, 1, {**window(1), "min_requests": 50}, args.top_n))
+        rss = server_rss()
+        reranker, startup_s = server.reranker, server.startup_s
+
+    derived: dict[str, Any] = {}
+    if inprocess is not None:
+        first = min(levels)
+        derived["server_overhead_p50_ms"] = server_levels[first]["p50_ms"] - inprocess["levels"][min(inproc_levels)]["p50_ms"]
+        derived["probe_overhead_p50_ms"] = probe["p50_ms"] - inprocess["probe"]["p50_ms"]
+        best_server = max(v["throughput_rps"] for v in server_levels.values())
+        best_inproc = max(v["throughput_rps"] for v in inprocess["levels"].values())
+        derived["saturation_throughput_ratio"] = best_server / best_inproc if best_inproc else float("nan")
+        derived["targets"] = {"server_overhead_p50_ms<=5": derived["server_overhead_p50_ms"] <= 5.0,
+                              "saturation_throughput_ratio>=0.9": derived["saturation_throughput_ratio"] >= 0.9}
+    payload = {
+        "benchmark": "bench_serve",
+        "endpoint": "/v1/rerank",
+        "docs_per_request": args.docs,
+        "top_n": args.top_n,
+        "shadow": args.shadow,
+        "cpu_count": os.cpu_count(),
+        "reranker": reranker,
+        "torch_threads": threads,
+        "server": {"levels": server_levels, "probe": probe, "startup_s": startup_s, "rss": rss},
+        "inprocess": inprocess,
+        **derived,
+    }
+    rows = []
+    for level in sorted(set(levels) | set(inproc_levels)):
+        if level in server_levels:
+            r = server_levels[level]
+            rows.append(["server", args.docs, level, r["requests"], r["errors"], r["throughput_rps"], r["p50_ms"],
+                         r["p95_ms"], r["p99_ms"], rss["total_mb"]])
+        if inprocess is not None and level in inprocess["levels"]:
+            r = inprocess["levels"][level]
+            rows.append(["in-process", args.docs, level, r["requests"], r["errors"], r["throughput_rps"], r["p50_ms"],
+                         r["p95_ms"], r["p99_ms"], inprocess["peak_rss_mb"]])
+    rows.append(["server", args.probe_docs, 1, probe["requests"], probe["errors"], probe["throughput_rps"],
+                 probe["p50_ms"], probe["p95_ms"], probe["p99_ms"], rss["total_mb"]])
+    if inprocess is not None:
+        r = inprocess["probe"]
+        rows.append(["in-process", args.probe_docs, 1, r["requests"], r["errors"], r["throughput_rps"], r["p50_ms"],
+                     r["p95_ms"], r["p99_ms"], inprocess["peak_rss_mb"]])
+    if args.out:
+        Path(args.out).write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    emit(payload, ["runner", "docs", "clients", "requests", "errors", "req/s", "p50 ms", "p95 ms", "p99 ms",
+                   "peak RSS MB"], rows, json_only=args.json)
+    if derived:
+        print(f"server overhead at p50 (1 client, {args.docs} docs): {derived['server_overhead_p50_ms']:.1f} ms; "
+              f"fixed overhead ({args.probe_docs} doc): {derived['probe_overhead_p50_ms']:.1f} ms; "
+              f"saturation throughput ratio: {derived['saturation_throughput_ratio']:.3f}",
+              file=sys.stderr if args.json else sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""``build_app``: settings → the bound Ray Serve application.
+
+The import path of Ray Serve configs is ``serve.app:build_app`` (``deploy/serve_config.yaml``,
+``deploy/kuberay/rayservice.yaml``), called with the application's ``args``:
+
+- ``settings``: path of a YAML/JSON settings file (relative to the working directory, else to the
+  project root), a mapping of settings, a :class:`~serve.app.settings.Settings`, or absent for the
+  embedded default (``$STEADYRANK_SETTINGS`` when set).
+
+Graph (every box a deployment; options per deployment from ``settings.deployments``)::
+
+    Ingress ─▶ Searcher ─▶ Embedder, Retriever, Reranker [, CanaryReranker]
+       │  └──▶ Embedder, Reranker (/v1/embeddings, /v1/rerank)
+       └────▶ ShadowEvaluator (quality.enabled) ─▶ Searcher
+    every replica ─▶ MetricsHub ◀─ /metrics
+
+>>> from ray import serve as ray_serve
+>>> from serve.app import build_app
+>>> ray_serve.run(build_app({"settings": "deploy/settings.yaml"}), name="steadyrank", route_prefix="/")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from serve.app.settings import Settings, SettingsError, check_files, load_settings
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def resolve_settings(source: Any) -> Settings:
+    """Load and check the settings named by a ``build_app`` argument (errors name the field)."""
+    if isinstance(source, (str, Path)):
+        path = Path(source).expanduser()
+        if not path.is_absolute() and not path.exists() and (PROJECT_ROOT / path).is_file():
+            path = PROJECT_ROOT / path
+        source = path
+    settings = load_settings(source)
+    check_files(settings)
+    return settings
+
+
+def build_app(args: dict[str, Any] | None = None) -> Any:
+    """The bound application (``ray.serve.Application``) for ``args`` (see the module docstring)."""
+    from serve.app.deployments import Embedder, MetricsHub, Reranker, Retriever, Searcher
+    from serve.app.ingress import Ingress
+
+    args = dict(args or {})
+    unknown = sorted(set(args) - {"settings"})
+    if unknown:
+        raise SettingsError(f"build_app: unknown argument(s) {unknown}; the only argument is 'settings'")
+    settings = resolve_settings(args.get("settings"))
+    d = settings.deployments
+
+    hub = MetricsHub.options(**d.metrics_hub.ray_options()).bind()
+    embedder = Embedder.options(**d.embedder.ray_options()).bind(settings, hub)
+    reranker = Reranker.options(name="Reranker", **d.reranker.ray_options()).bind(
+        settings, settings.reranker_model, "primary", hub
+    )
+    canary = None
+    if settings.canary is not None:
+        canary = Reranker.options(name="CanaryReranker", **d.canary_reranker.ray_options()).bind(
+            settings, settings.canary, "canary", hub
+        )
+    retriever = Retriever.options(**d.retriever.ray_options()).bind(settings, hub)
+    searcher = Searcher.options(**d.searcher.ray_options()).bind(settings, embedder, retriever, reranker, canary, hub)
+    evaluator = None
+    if settings.quality.enabled:
+        from serve.quality.deployment import ShadowEvaluator
+
+        variants = ("primary", "canary") if canary is not None else ("primary",)
+        evaluator = ShadowEvaluator.options(**d.evaluator.ray_options()).bind(settings.quality, searcher, hub, variants)
+    return Ingress.options(**d.ingress.ray_options()).bind(settings, searcher, embedder, reranker, retriever, hub, evaluator)

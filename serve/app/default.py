@@ -1,0 +1,140 @@
+"""The embedded default and the index cache.
+
+With no settings, the server indexes the demo corpus shipped in ``serve/data/demo/`` (Linux
+administration passages) with the bundled all-MiniLM-L6-v2 on first start and caches the index
+under ``<cache>/index-<key>`` (``$STEADYRANK_CACHE`` or ``~/.cache/steadyrank``), where the key hashes
+the corpus bytes, the embedder and the index settings: a changed corpus or embedder gets a new
+index, an unchanged one is reused. A user corpus (``index.corpus``) without ``index.path`` is cached
+the same way; with ``index.path`` the index is built there if missing.
+
+Builds are serialised by an ``flock`` on ``<index dir>.build.lock``: several replicas (or a
+``steadyrank serve`` pre-build and a replica) starting together build once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from serve.app.settings import Settings
+from serve.runtime.settings import ModelSettings
+
+logger = logging.getLogger("steadyrank.app")
+
+DEMO_DIR = Path(__file__).resolve().parent.parent / "data" / "demo"
+DEMO_CORPUS = DEMO_DIR / "corpus.jsonl"
+
+
+def corpus_path(settings: Settings) -> Path | None:
+    """The corpus to index when the index is missing (the demo corpus by default); None with a
+    user ``index.path`` and no corpus."""
+    if settings.index.corpus is not None:
+        return Path(settings.index.corpus).expanduser()
+    if settings.index.path is None:
+        return DEMO_CORPUS
+    return None
+
+
+def embedder_identity(model: ModelSettings) -> tuple[str, int]:
+    """``(model_id, dim)`` of a bi-encoder from its files, without loading its weights."""
+    from serve.runtime.factory import model_id
+    from serve.runtime.loading import inspect_model
+
+    spec = inspect_model(model)
+    config = json.loads((spec.path / "config.json").read_text(encoding="utf-8"))
+    return model_id(spec), int(config["hidden_size"])
+
+
+def _corpus_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if file.is_dir():
+            continue
+        digest.update(file.name.encode())
+        with open(file, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def index_dir(settings: Settings) -> Path:
+    """Where the Retriever's index lives (``index.path``, or the cache directory for its key)."""
+    if settings.index.path is not None:
+        return Path(settings.index.path).expanduser()
+    corpus = corpus_path(settings)
+    assert corpus is not None
+    model_id, dim = embedder_identity(settings.embedder)
+    index = settings.index
+    key = json.dumps(
+        {
+            "corpus": _corpus_digest(corpus),
+            "embedder": [model_id, dim, settings.embedder.precision, settings.embedder.scoring,
+                         settings.embedder.max_length, str(settings.embedder.model_path().resolve())],
+            "dense": [index.factory, index.ef_construction, index.ef_search, index.nprobe],
+            "bm25": index.bm25,
+        },
+        sort_keys=True,
+    )
+    name = "demo" if corpus == DEMO_CORPUS else "corpus"
+    return settings.cache_path() / f"index-{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def ensure_index(settings: Settings, on_progress: Callable[[int, int], None] | None = None) -> Path:
+    """The index directory, built first if it holds no index yet; returns its path.
+
+    ``on_progress(done, total)`` reports embedded documents during a build.
+    """
+    path = index_dir(settings)
+    if (path / "CURRENT").is_file():
+        return path
+    corpus = corpus_path(settings)
+    if corpus is None:
+        raise FileNotFoundError(
+            f"index.path: no index at {path} (build one with `steadyrank index build`, or set index.corpus)"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock_file = path.parent / f"{path.name}.build.lock"
+    with open(lock_file, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if (path / "CURRENT").is_file():  # another process built it while we waited
+                return path
+            _build(settings, corpus, path, on_progress)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return path
+
+
+def _build(settings: Settings, corpus: Path, path: Path, on_progress: Callable[[int, int], None] | None) -> None:
+    from retrieval.bm25 import Bm25Settings
+    from retrieval.corpus import read_documents
+    from retrieval.dense import DenseSettings
+    from retrieval.store import build_index
+    from serve.runtime import load_embedder
+
+    documents = read_documents(corpus)
+    logger.info("building the index of %s (%d documents) at %s", corpus, len(documents), path)
+    embedder = load_embedder(settings.embedder)
+    index = settings.index
+    done = 0
+
+    def progress(n: int) -> None:
+        nonlocal done
+        done += n
+        if on_progress is not None:
+            on_progress(done, len(documents))
+
+    build_index(
+        path,
+        documents,
+        embedder,
+        dense=DenseSettings(factory=index.factory, ef_construction=index.ef_construction,
+                            ef_search=index.ef_search, nprobe=index.nprobe),
+        bm25=Bm25Settings() if index.bm25 else None,
+        on_progress=progress,
+    )

@@ -1,0 +1,424 @@
+"""Server settings: one pydantic model, read from a YAML or JSON file, validated at start.
+
+Every section has defaults; ``Settings()`` is the embedded default (bundled MiniLM embedder, the demo
+corpus indexed on first start, reranking by the embedder's FP32 HPS scores, golden evaluator on).
+``deploy/settings.yaml`` documents every field. Errors name the field, e.g.
+``settings deploy/settings.yaml: deployments.reranker.num_cpus: Input should be greater than or equal to 0``.
+
+Relative paths in a settings file are resolved against the file's directory. API keys come from
+``auth.api_keys`` and/or the environment variable named by ``auth.api_keys_env`` (default
+``STEADYRANK_API_KEYS``, comma-separated); the union is accepted.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import fields as dataclass_fields
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+
+from retrieval.routing import Route, RoutingSettings, load_settings as load_routing_file
+from serve.quality.settings import QualitySettings
+from serve.runtime.settings import ModelSettings
+
+ENV_CACHE = "STEADYRANK_CACHE"
+ENV_SETTINGS = "STEADYRANK_SETTINGS"
+DEFAULT_KEYS_ENV = "STEADYRANK_API_KEYS"
+Mode = Literal["dense", "bm25", "hybrid"]
+
+
+class SettingsError(ValueError):
+    """Invalid settings; the message has one ``field.path: problem`` line per error."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------------------------------------
+# Ray Serve deployment options
+
+
+class AutoscalingSettings(_Section):
+    """Ray Serve autoscaling of one deployment (replaces ``num_replicas``)."""
+
+    min_replicas: int = Field(1, ge=0, description="replicas kept at all times (0 = scale to zero)")
+    max_replicas: int = Field(4, ge=1, description="upper bound on replicas")
+    target_ongoing_requests: float = Field(4.0, gt=0, description="ongoing requests per replica the autoscaler aims at")
+    upscale_delay_s: float = Field(10.0, ge=0, description="load must stay high this long before scaling up")
+    downscale_delay_s: float = Field(300.0, ge=0, description="load must stay low this long before scaling down")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> AutoscalingSettings:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas ({self.min_replicas}) must be ≤ max_replicas ({self.max_replicas})")
+        return self
+
+    def to_ray(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+class DeploymentSettings(_Section):
+    """Replicas and resources of one deployment (Ray Serve deployment options)."""
+
+    num_replicas: int = Field(1, ge=1, description="fixed replica count (ignored when autoscaling is set)")
+    autoscaling: AutoscalingSettings | None = Field(None, description="autoscale between min and max replicas")
+    num_cpus: float = Field(0.1, ge=0, description="logical CPUs reserved per replica (Ray scheduling)")
+    num_gpus: float = Field(0.0, ge=0, description="GPUs per replica (fractions share a GPU)")
+    memory_mb: int | None = Field(None, ge=1, description="memory reserved per replica (Ray scheduling), MiB")
+    max_ongoing_requests: int = Field(16, ge=1, description="requests one replica works on at once")
+    max_queued_requests: int = Field(
+        -1, ge=-1, description="requests queued per caller beyond that; more → 503 with Retry-After (-1 = no limit)"
+    )
+    torch_threads: int | None = Field(None, ge=1, description="torch intra-op threads per replica (unset = Ray's default)")
+
+    def ray_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``Deployment.options``."""
+        actor: dict[str, Any] = {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
+        if self.memory_mb is not None:
+            actor["memory"] = self.memory_mb * 1024 * 1024
+        options: dict[str, Any] = {
+            "ray_actor_options": actor,
+            "max_ongoing_requests": self.max_ongoing_requests,
+            "max_queued_requests": self.max_queued_requests,
+        }
+        if self.autoscaling is not None:
+            options["num_replicas"] = "auto"
+            options["autoscaling_config"] = self.autoscaling.to_ray()
+        else:
+            options["num_replicas"] = self.num_replicas
+        return options
+
+
+class BatchedDeploymentSettings(DeploymentSettings):
+    """A model deployment with ``@serve.batch`` dynamic batching."""
+
+    max_batch_size: int = Field(8, ge=1, description="requests per dynamic batch at most")
+    batch_wait_timeout_s: float = Field(0.001, ge=0, description="longest wait for a batch to fill")
+
+    @model_validator(mode="after")
+    def _ongoing_covers_batch(self) -> BatchedDeploymentSettings:
+        if self.max_ongoing_requests < self.max_batch_size:
+            raise ValueError(
+                f"max_ongoing_requests ({self.max_ongoing_requests}) must be ≥ max_batch_size ({self.max_batch_size}), "
+                "or batches never fill"
+            )
+        return self
+
+
+_DEPLOYMENT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "ingress": {"num_cpus": 0.25, "max_ongoing_requests": 256, "max_queued_requests": -1},
+    "searcher": {"num_cpus": 0.1, "max_ongoing_requests": 64, "max_queued_requests": 256},
+    "embedder": {"num_cpus": 0.5, "max_ongoing_requests": 64, "max_queued_requests": 256,
+                 "max_batch_size": 32, "batch_wait_timeout_s": 0.001},
+    "reranker": {"num_cpus": 1.0, "max_ongoing_requests": 16, "max_queued_requests": 64,
+                 "max_batch_size": 4, "batch_wait_timeout_s": 0.001},
+    "canary_reranker": {"num_cpus": 0.5, "max_ongoing_requests": 16, "max_queued_requests": 64,
+                        "max_batch_size": 4, "batch_wait_timeout_s": 0.001},
+    "retriever": {"num_cpus": 0.25, "max_ongoing_requests": 64, "max_queued_requests": 256},
+    "metrics_hub": {"num_cpus": 0.05, "max_ongoing_requests": 256, "max_queued_requests": -1},
+    "evaluator": {"num_cpus": 0.05, "max_ongoing_requests": 8, "max_queued_requests": 32},
+}
+
+
+class DeploymentsSettings(_Section):
+    """Options per deployment. A partial section keeps that deployment's other defaults."""
+
+    ingress: DeploymentSettings
+    searcher: DeploymentSettings
+    embedder: BatchedDeploymentSettings
+    reranker: BatchedDeploymentSettings
+    canary_reranker: BatchedDeploymentSettings
+    retriever: DeploymentSettings
+    metrics_hub: DeploymentSettings
+    evaluator: DeploymentSettings
+
+    @model_validator(mode="before")
+    @classmethod
+    def _merge_defaults(cls, data: Any) -> Any:
+        data = {} if data is None else data
+        if not isinstance(data, dict):
+            return data
+        merged = {}
+        for name, defaults in _DEPLOYMENT_DEFAULTS.items():
+            given = data.get(name)
+            merged[name] = {**defaults, **given} if isinstance(given, dict) else (defaults if given is None else given)
+        merged.update({k: v for k, v in data.items() if k not in _DEPLOYMENT_DEFAULTS})  # unknown → forbidden
+        return merged
+
+    @field_validator("metrics_hub")
+    @classmethod
+    def _one_hub(cls, value: DeploymentSettings) -> DeploymentSettings:
+        if value.num_replicas != 1 or value.autoscaling is not None:
+            raise ValueError("the metrics hub runs exactly one replica (num_replicas 1, no autoscaling)")
+        return value
+
+    def total_cpus(self, canary: bool, evaluator: bool) -> float:
+        """Logical CPUs the application reserves at its minimum replica counts."""
+        total = 0.0
+        for name in _DEPLOYMENT_DEFAULTS:
+            if (name == "canary_reranker" and not canary) or (name == "evaluator" and not evaluator):
+                continue
+            d: DeploymentSettings = getattr(self, name)
+            replicas = d.autoscaling.min_replicas if d.autoscaling else d.num_replicas
+            total += d.num_cpus * max(replicas, 1)
+        return total
+
+
+# ---------------------------------------------------------------------------------------------
+# Index, routing, search, limits, auth, telemetry
+
+
+class IndexSettings(_Section):
+    """The FAISS + BM25 index the Retriever serves (``retrieval.store``)."""
+
+    path: str | None = Field(
+        None, description="index directory; unset = a cache directory derived from corpus and embedder"
+    )
+    corpus: str | None = Field(
+        None, description="corpus to index when `path` holds no index yet (BEIR corpus.jsonl, a BEIR folder "
+                          "or JSONL); unset with `path` unset = the embedded demo corpus"
+    )
+    factory: str = Field("Flat", description="FAISS index_factory string for a new index: Flat, 'HNSW32,Flat', 'IVF1024,SQ8'…")
+    ef_construction: int = Field(200, ge=1, description="HNSW build breadth (new index)")
+    ef_search: int = Field(128, ge=1, description="HNSW search breadth (new index)")
+    nprobe: int = Field(16, ge=1, description="IVF lists probed per query (new index)")
+    bm25: bool = Field(True, description="build a BM25 index too (needed by bm25 and hybrid modes)")
+
+
+_ROUTING_FIELDS = {f.name for f in dataclass_fields(RoutingSettings)}
+
+
+class RoutingSection(_Section):
+    """Dynamic-K routing (``retrieval.routing``). Unset (null) fields come from ``file``, else the
+    built-in defaults; a signal is switched off with ``disable`` (a null threshold means "unset")."""
+
+    route: Route = Field("dynamic", description="dynamic (escalate on uncertainty), fixed50 (k_low), fixed100 (k_high)")
+    file: str | None = Field(None, description="routing settings JSON written by `steadyrank route calibrate`")
+    k_low: int | None = Field(None, ge=1, description="candidates always reranked (default 50)")
+    k_high: int | None = Field(None, ge=1, description="candidates retrieved, reranked when escalating (default 100)")
+    top_n: int | None = Field(None, ge=1, description="default results per /v1/search (default 10)")
+    margin_at: int | None = Field(None, ge=2)
+    margin_below: float | None = None
+    entropy_temperature: float | None = Field(None, gt=0)
+    entropy_above: float | None = None
+    tie_enabled: bool | None = None
+    overlap_at: int | None = Field(None, ge=1)
+    overlap_below: float | None = None
+    disable: list[Literal["margin", "entropy", "overlap"]] = Field(
+        default_factory=list, description="signals to switch off (their thresholds become null)"
+    )
+
+    @model_validator(mode="after")
+    def _valid_policy(self) -> RoutingSection:
+        if self.file is not None and not Path(self.file).expanduser().is_file():
+            raise ValueError(f"file: no such file: {self.file}")
+        self.policy()  # a ValueError here names the bad routing values
+        return self
+
+    def policy(self) -> RoutingSettings:
+        """The routing policy: file (or defaults), then the fields set here, then ``disable``."""
+        base = load_routing_file(Path(self.file).expanduser()) if self.file else RoutingSettings()
+        values = base.to_json()
+        values.update({k: getattr(self, k) for k in _ROUTING_FIELDS if getattr(self, k, None) is not None})
+        for signal in self.disable:
+            values[{"margin": "margin_below", "entropy": "entropy_above", "overlap": "overlap_below"}[signal]] = None
+        return RoutingSettings(**values)
+
+
+class SearchSettings(_Section):
+    """Defaults of ``/v1/search``."""
+
+    default_mode: Mode = Field("hybrid", description="retrieval mode when a request names none")
+    rrf_k: float = Field(60.0, ge=0, description="RRF constant of hybrid fusion")
+    rrf_weights: tuple[float, float] = Field((1.0, 1.0), description="RRF weights of (dense, bm25)")
+
+
+class LimitsSettings(_Section):
+    """Request limits; beyond them the server answers 413 (size) or 504 (time)."""
+
+    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="request body size (413 beyond)")
+    max_documents: int = Field(1000, ge=1, description="documents per /v1/rerank request (413 beyond)")
+    max_document_chars: int = Field(20_000, ge=1, description="characters per document (413 beyond)")
+    max_query_chars: int = Field(4_000, ge=1, description="characters per query (413 beyond)")
+    max_embedding_inputs: int = Field(512, ge=1, description="inputs per /v1/embeddings request (413 beyond)")
+    max_top_n: int = Field(100, ge=1, description="largest top_n of /v1/search")
+    request_timeout_s: float = Field(30.0, gt=0, description="per-request deadline (504 beyond); a client may "
+                                                             "ask for less with the X-Request-Timeout header")
+    retry_after_s: int = Field(1, ge=0, description="Retry-After seconds sent with 503 overload answers")
+
+
+class AuthSettings(_Section):
+    """Bearer API keys for the scoring routes (/v1/*). No key configured anywhere = open."""
+
+    api_keys: list[SecretStr] = Field(default_factory=list, description="accepted keys")
+    api_keys_env: str = Field(DEFAULT_KEYS_ENV, description="environment variable with more keys, comma-separated")
+    protect_metrics: bool = Field(False, description="also require a key on GET /metrics")
+
+    @field_validator("api_keys")
+    @classmethod
+    def _clean(cls, keys: list[SecretStr]) -> list[SecretStr]:
+        for i, key in enumerate(keys):
+            value = key.get_secret_value()
+            if not value or value != value.strip() or any(c.isspace() for c in value):
+                raise ValueError(f"api_keys[{i}] is empty or contains whitespace")
+        return keys
+
+    def resolved_keys(self, environ: dict[str, str] | None = None) -> list[str]:
+        """Keys from the settings and the environment (deduplicated, order kept)."""
+        env = os.environ if environ is None else environ
+        keys = [k.get_secret_value() for k in self.api_keys]
+        keys += [k.strip() for k in env.get(self.api_keys_env, "").split(",") if k.strip()]
+        return list(dict.fromkeys(keys))
+
+
+class TelemetrySettings(_Section):
+    flush_interval_s: float = Field(0.5, gt=0, le=60, description="how often each replica sends its metrics to the hub")
+
+
+class HttpSettings(_Section):
+    """Where `steadyrank serve` listens (serve_config.yaml's http_options take over under `serve run/deploy`)."""
+
+    host: str = Field("127.0.0.1", description="bind address (0.0.0.0 = every interface)")
+    port: int = Field(8000, ge=1, le=65535)
+
+
+class Settings(_Section):
+    """Everything the server reads at start."""
+
+    cache_dir: str | None = Field(None, description=f"index cache; unset = ${ENV_CACHE} or ~/.cache/steadyrank")
+    embedder: ModelSettings = Field(default_factory=ModelSettings, description="bi-encoder for queries and the index")
+    reranker: ModelSettings | None = Field(
+        None, description="primary reranker; unset = the embedder's FP32 (HPS) cosine scores"
+    )
+    canary: ModelSettings | None = Field(None, description="canary reranker (shadow copies only)")
+    index: IndexSettings = Field(default_factory=IndexSettings)
+    routing: RoutingSection = Field(default_factory=RoutingSection)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    deployments: DeploymentsSettings = Field(default_factory=lambda: DeploymentsSettings())
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    quality: QualitySettings = Field(default_factory=QualitySettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        policy = self.routing.policy()
+        if self.quality.enabled and self.quality.top_n > self.limits.max_top_n:
+            raise ValueError(
+                f"quality.top_n ({self.quality.top_n}) must be ≤ limits.max_top_n ({self.limits.max_top_n})"
+            )
+        if self.limits.max_top_n > policy.k_high:
+            raise ValueError(
+                f"limits.max_top_n ({self.limits.max_top_n}) must be ≤ routing k_high ({policy.k_high}): "
+                "results come from the reranked candidates"
+            )
+        return self
+
+    # -- derived ------------------------------------------------------------------------------
+
+    @property
+    def reranker_model(self) -> ModelSettings:
+        """The primary reranker's model settings (the embedder's when unset)."""
+        return self.reranker if self.reranker is not None else self.embedder
+
+    def cache_path(self) -> Path:
+        if self.cache_dir:
+            return Path(self.cache_dir).expanduser()
+        env = os.environ.get(ENV_CACHE)
+        return Path(env).expanduser() if env else Path.home() / ".cache" / "steadyrank"
+
+    def routing_policy(self) -> RoutingSettings:
+        return self.routing.policy()
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+_PATH_FIELDS = (
+    ("cache_dir",), ("embedder", "path"), ("reranker", "path"), ("canary", "path"),
+    ("index", "path"), ("index", "corpus"), ("routing", "file"), ("quality", "golden"),
+)
+
+
+def _resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """Make the path fields of raw settings absolute relative to ``base`` (the settings file's folder)."""
+    for keys in _PATH_FIELDS:
+        node: Any = data
+        for key in keys[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and isinstance(node.get(keys[-1]), str):
+            value = Path(node[keys[-1]]).expanduser()
+            if not value.is_absolute() and str(value) != "":
+                node[keys[-1]] = str((base / value).resolve())
+    return data
+
+
+def format_validation_error(exc: ValidationError, source: str) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        message = error["msg"].removeprefix("Value error, ")
+        lines.append(f"settings {source}: {loc}: {message}")
+    return "\n".join(lines)
+
+
+def read_settings_file(path: str | Path) -> dict[str, Any]:
+    """The raw mapping of a YAML/JSON settings file, paths resolved against its folder."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise SettingsError(f"settings {file}: no such file")
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"settings {file}: not valid YAML/JSON: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SettingsError(f"settings {file}: expected a mapping at the top level, got {type(data).__name__}")
+    data = data.get("steadyrank", data) if set(data) == {"steadyrank"} else data
+    return _resolve_paths(data, file.resolve().parent)
+
+
+def load_settings(source: str | Path | dict[str, Any] | Settings | None = None) -> Settings:
+    """Settings from a file path, a mapping, a :class:`Settings`, or None (``$STEADYRANK_SETTINGS`` if
+    set, else the embedded default). Raises :class:`SettingsError` naming every bad field."""
+    if isinstance(source, Settings):
+        return source
+    if source is None and os.environ.get(ENV_SETTINGS):
+        source = os.environ[ENV_SETTINGS]
+    if source is None:
+        data, label = {}, "(embedded default)"
+    elif isinstance(source, dict):
+        data, label = _resolve_paths(dict(source), Path.cwd()), "(mapping)"
+    else:
+        data, label = read_settings_file(source), str(source)
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise SettingsError(format_validation_error(exc, label)) from None
+
+
+def check_files(settings: Settings) -> None:
+    """Check that every file the settings name exists (errors name the field); cheap, no model loads."""
+    problems = []
+    for field, model in (("embedder", settings.embedder), ("reranker", settings.reranker), ("canary", settings.canary)):
+        if model is not None and model.path is not None and not Path(model.path).expanduser().is_dir():
+            problems.append(f"{field}.path: no model directory at {model.path}")
+    index = settings.index
+    if index.corpus is not None and not Path(index.corpus).expanduser().exists():
+        problems.append(f"index.corpus: no such file or folder: {index.corpus}")
+    if index.path is not None and index.corpus is None and not (Path(index.path).expanduser() / "CURRENT").is_file():
+        problems.append(
+            f"index.path: no index at {index.path} (build one with `steadyrank index build`, "
+            "or set index.corpus to build it on first start)"
+        )
+    quality = settings.quality
+    if quality.enabled and quality.golden is not None and not Path(quality.golden).expanduser().exists():
+        problems.append(f"quality.golden: no such file or folder: {quality.golden}")
+    if problems:
+        raise SettingsError("\n".join(f"settings: {p}" for p in problems))

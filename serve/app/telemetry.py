@@ -1,0 +1,351 @@
+"""Prometheus telemetry: one catalogue of every steadyrank metric, a hub that owns the registry, and
+a buffering :class:`Recorder` every replica records through.
+
+Replicas run in separate processes, so a process-local prometheus-client registry would only show
+the ingress' own series. Instead:
+
+- :data:`CATALOGUE` declares every metric once (name, type, help, label names, buckets); the names
+  are the contract of ``deploy/prometheus/rules.yml`` and ``deploy/grafana/steadyrank.json``.
+- The ``MetricsHub`` deployment (one replica, see :mod:`serve.app.deployments`) holds a
+  :class:`MetricsStore`: a real ``CollectorRegistry`` built from the catalogue. ``GET /metrics``
+  renders it with ``generate_latest``.
+- Every replica records through a :class:`Recorder` (``inc``/``observe``/``set``). Calls are
+  validated at once (unknown name, wrong label set or wrong operation → :class:`TelemetryError`),
+  aggregated in a local buffer, and flushed to the hub by a background thread every
+  ``flush_interval_s`` — never on a request's critical path. A failed flush is logged and its
+  updates are dropped (metrics are best effort; requests never fail because of them).
+
+>>> rec = Recorder(hub_handle)                       # inside a replica
+>>> rec.inc("steadyrank_requests_total", endpoint="rerank", code="200")
+>>> rec.observe("steadyrank_request_duration_seconds", 0.012, endpoint="rerank")
+>>> rec.set("steadyrank_golden_quality", 0.71, variant="primary", metric="ndcg", k="10", stat="expected")
+"""
+
+from __future__ import annotations
+
+import atexit
+import difflib
+import logging
+import threading
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+logger = logging.getLogger("steadyrank.telemetry")
+
+Kind = Literal["counter", "gauge", "histogram"]
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+STAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+CANDIDATE_BUCKETS = (5, 10, 20, 30, 40, 50, 60, 75, 100, 150, 200, 500, 1000)
+TIE_BUCKETS = (2, 3, 4, 5, 6, 8, 10, 15, 20, 50, 100)
+
+
+class TelemetryError(ValueError):
+    """A metric call that does not match the catalogue (unknown name, labels or operation)."""
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One exported metric. ``name`` is the exposed name (counters end in ``_total``)."""
+
+    name: str
+    kind: Kind
+    help: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] | None = None
+
+
+def _catalogue(*specs: MetricSpec) -> dict[str, MetricSpec]:
+    out = {}
+    for spec in specs:
+        if not spec.name.startswith("steadyrank_"):
+            raise AssertionError(f"{spec.name}: every metric name starts with steadyrank_")
+        if (spec.kind == "counter") != spec.name.endswith("_total"):
+            raise AssertionError(f"{spec.name}: counters, and only counters, end in _total")
+        if (spec.kind == "histogram") != (spec.buckets is not None):
+            raise AssertionError(f"{spec.name}: histograms, and only histograms, have buckets")
+        out[spec.name] = spec
+    return out
+
+
+#: Every metric the application exports. Label values are strings (numbers are formatted by the caller).
+CATALOGUE: dict[str, MetricSpec] = _catalogue(
+    # --- serving (issue 5) --------------------------------------------------------------------
+    MetricSpec("steadyrank_requests_total", "counter",
+               "HTTP responses of the scoring endpoints by endpoint (rerank, search, embeddings) and status code.",
+               ("endpoint", "code")),
+    MetricSpec("steadyrank_request_duration_seconds", "histogram",
+               "Latency of user requests per endpoint, from request received to response ready.",
+               ("endpoint",), LATENCY_BUCKETS),
+    MetricSpec("steadyrank_stage_duration_seconds", "histogram",
+               "Time per pipeline stage (embed, retrieve, rerank, route) of user requests.",
+               ("stage",), STAGE_BUCKETS),
+    MetricSpec("steadyrank_batch_size", "histogram",
+               "Requests per dynamic batch (@serve.batch) by deployment (embedder, reranker, canary_reranker).",
+               ("deployment",), BATCH_BUCKETS),
+    MetricSpec("steadyrank_candidates_reranked", "histogram",
+               "Candidates reranked per user request (the K used by /v1/search, the documents of /v1/rerank).",
+               (), CANDIDATE_BUCKETS),
+    MetricSpec("steadyrank_route_decisions_total", "counter",
+               "Dynamic-K routing decisions of user searches, by whether they escalated to k_high.",
+               ("escalated",)),
+    MetricSpec("steadyrank_escalations_total", "counter",
+               "Escalations by reason (dense_margin, rerank_entropy, tie_at_top_n, overlap, route); "
+               "one decision may carry several reasons.",
+               ("reason",)),
+    MetricSpec("steadyrank_tie_group_size_at_cutoff", "histogram",
+               "Size of the tie group (exactly equal scores) straddling the top_n cutoff, when there is one.",
+               (), TIE_BUCKETS),
+    MetricSpec("steadyrank_ties_at_cutoff_total", "counter",
+               "User rankings in which a tie group straddled the top_n cutoff (before boundary re-scoring).",
+               ()),
+    MetricSpec("steadyrank_rescored_ties_total", "counter",
+               "Candidates of boundary tie groups re-scored with an FP32 forward pass (HPS) to settle the cutoff.",
+               ()),
+    # --- online quality (issue 6) -------------------------------------------------------------
+    MetricSpec("steadyrank_golden_quality", "gauge",
+               "Tie-aware golden-set quality over the evaluator's sliding window "
+               "(stat: expected, min, max, range, bias, oblivious).",
+               ("variant", "metric", "k", "stat")),
+    MetricSpec("steadyrank_golden_proc", "gauge",
+               "Pool-restricted oracle ceiling (PROC) of a golden metric over the window.",
+               ("variant", "metric", "k")),
+    MetricSpec("steadyrank_golden_proc_ratio", "gauge",
+               "%PROC = actual / PROC of a golden metric over the window.",
+               ("variant", "metric", "k")),
+    MetricSpec("steadyrank_golden_evaluations_total", "counter",
+               "Golden evaluations done, by variant and source (replay, mirror).",
+               ("variant", "source")),
+    MetricSpec("steadyrank_golden_failures_total", "counter",
+               "Failed golden evaluations by variant (counted, logged, retried).",
+               ("variant",)),
+    MetricSpec("steadyrank_golden_last_success_timestamp_seconds", "gauge",
+               "Unix time of the last successful golden evaluation, by variant.",
+               ("variant",)),
+    MetricSpec("steadyrank_canary_delta", "gauge",
+               "Canary minus primary on a golden metric: paired bootstrap 95% CI (bound: low, point, high).",
+               ("metric", "k", "bound")),
+    MetricSpec("steadyrank_canary_verdict", "gauge",
+               "1 for the current canary verdict (promote, hold, rollback), 0 for the others.",
+               ("verdict",)),
+)
+
+_OPS: dict[str, tuple[Kind, ...]] = {"inc": ("counter", "gauge"), "observe": ("histogram",), "set": ("gauge",)}
+
+
+def check_call(op: str, name: str, labels: dict[str, Any]) -> tuple[str, ...]:
+    """Validate one recording call against the catalogue; returns the label values in catalogue order."""
+    spec = CATALOGUE.get(name)
+    if spec is None:
+        close = difflib.get_close_matches(name, CATALOGUE, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise TelemetryError(f"unknown metric {name!r}{hint}")
+    if spec.kind not in _OPS[op]:
+        raise TelemetryError(f"{name} is a {spec.kind}: {op}() is not allowed on it")
+    if set(labels) != set(spec.labels):
+        raise TelemetryError(
+            f"{name} takes labels {sorted(spec.labels)}, got {sorted(labels)}"
+        )
+    return tuple(str(labels[label]) for label in spec.labels)
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry side (the MetricsHub replica)
+
+
+class MetricsStore:
+    """A prometheus-client registry with every catalogue metric; applies batches of updates."""
+
+    def __init__(self, catalogue: dict[str, MetricSpec] = CATALOGUE) -> None:
+        import prometheus_client
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        prometheus_client.disable_created_metrics()  # no *_created series: this process only exports ours
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._metrics: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        for spec in catalogue.values():
+            if spec.kind == "counter":
+                metric = Counter(spec.name, spec.help, spec.labels, registry=self.registry)
+            elif spec.kind == "gauge":
+                metric = Gauge(spec.name, spec.help, spec.labels, registry=self.registry)
+            else:
+                metric = Histogram(spec.name, spec.help, spec.labels, buckets=spec.buckets, registry=self.registry)
+            self._metrics[spec.name] = metric
+        self.batches = 0
+        self.rejected = 0
+
+    def _child(self, name: str, values: tuple[str, ...]) -> Any:
+        metric = self._metrics[name]
+        return metric.labels(*values) if values else metric
+
+    def apply(self, updates: Iterable[tuple]) -> int:
+        """Apply ``(op, name, label_values, payload)`` updates; returns how many were applied.
+
+        ``inc``/``set`` carry a number, ``observe`` a list of observations. Malformed updates are
+        counted in ``rejected`` and skipped (a buggy replica must not break the hub).
+        """
+        applied = 0
+        with self._lock:
+            self.batches += 1
+            for update in updates:
+                try:
+                    op, name, values, payload = update
+                    spec = CATALOGUE[name]
+                    if len(values) != len(spec.labels) or spec.kind not in _OPS[op]:
+                        raise TelemetryError(f"bad update {update!r}")
+                    child = self._child(name, tuple(values))
+                    if op == "inc":
+                        child.inc(payload)
+                    elif op == "set":
+                        child.set(payload)
+                    else:
+                        for value in payload:
+                            child.observe(value)
+                    applied += 1
+                except Exception:  # noqa: BLE001 - skip one bad update, keep the rest
+                    self.rejected += 1
+                    logger.warning("metrics hub: rejected update %r", update, exc_info=True)
+        return applied
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of the registry."""
+        from prometheus_client import generate_latest
+
+        with self._lock:
+            return generate_latest(self.registry)
+
+
+# ---------------------------------------------------------------------------------------------
+# The recording side (every replica)
+
+
+class Recorder:
+    """Records metric updates locally and flushes them to the metrics hub in the background.
+
+    ``hub``: a ``DeploymentHandle`` to the MetricsHub (anything with ``record.remote(updates)``),
+    or a :class:`MetricsStore` (in-process, e.g. tests and the benchmark), or None (validate and
+    drop). Counters are summed and gauges keep their last value between flushes; histogram
+    observations are kept individually (bounded by ``max_observations`` per series, beyond which
+    they are dropped and counted in ``dropped``).
+    """
+
+    def __init__(self, hub: Any = None, *, flush_interval_s: float = 0.5, max_observations: int = 10_000) -> None:
+        self.hub = hub
+        self.flush_interval_s = float(flush_interval_s)
+        self.max_observations = max_observations
+        self.dropped = 0
+        self.flushes = 0
+        self.failures = 0
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, tuple[str, ...]], float] = {}
+        self._gauges: dict[tuple[str, tuple[str, ...]], float] = {}
+        self._observations: dict[tuple[str, tuple[str, ...]], list[float]] = {}
+        self._gauge_incs: dict[tuple[str, tuple[str, ...]], float] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._thread_lock = threading.Lock()
+        _RECORDERS.add(self)
+
+    # -- recording (cheap, thread-safe, validated) --------------------------------------------
+
+    def inc(self, name: str, value: float = 1.0, **labels: Any) -> None:
+        """Add ``value`` (≥ 0 for counters) to a counter or gauge."""
+        values = check_call("inc", name, labels)
+        if CATALOGUE[name].kind == "counter" and value < 0:
+            raise TelemetryError(f"{name}: a counter only goes up (got {value})")
+        target = self._counts if CATALOGUE[name].kind == "counter" else self._gauge_incs
+        with self._lock:
+            key = (name, values)
+            target[key] = target.get(key, 0.0) + float(value)
+        self._ensure_flusher()
+
+    def observe(self, name: str, value: float, **labels: Any) -> None:
+        """Record one observation of a histogram."""
+        values = check_call("observe", name, labels)
+        with self._lock:
+            bucket = self._observations.setdefault((name, values), [])
+            if len(bucket) < self.max_observations:
+                bucket.append(float(value))
+            else:
+                self.dropped += 1
+        self._ensure_flusher()
+
+    def set(self, name: str, value: float, **labels: Any) -> None:
+        """Set a gauge."""
+        values = check_call("set", name, labels)
+        with self._lock:
+            self._gauges[(name, values)] = float(value)
+            self._gauge_incs.pop((name, values), None)
+        self._ensure_flusher()
+
+    # -- flushing -----------------------------------------------------------------------------
+
+    def drain(self) -> list[tuple]:
+        """Take the buffered updates as ``(op, name, label_values, payload)`` tuples (and clear them)."""
+        with self._lock:
+            counts, gauges, observations, gauge_incs = self._counts, self._gauges, self._observations, self._gauge_incs
+            self._counts, self._gauges, self._observations, self._gauge_incs = {}, {}, {}, {}
+        updates: list[tuple] = [("inc", n, v, x) for (n, v), x in counts.items()]
+        updates += [("set", n, v, x) for (n, v), x in gauges.items()]
+        updates += [("inc", n, v, x) for (n, v), x in gauge_incs.items()]
+        updates += [("observe", n, v, xs) for (n, v), xs in observations.items()]
+        return updates
+
+    def flush(self, timeout_s: float | None = 10.0) -> int:
+        """Send the buffered updates to the hub now (blocking this thread); returns how many were sent.
+
+        Must not be called from an event loop thread when the hub is a DeploymentHandle (it waits
+        for the hub's answer); the background thread and tests call it.
+        """
+        updates = self.drain()
+        if not updates or self.hub is None:
+            return 0
+        try:
+            if isinstance(self.hub, MetricsStore):
+                self.hub.apply(updates)
+            else:
+                self.hub.record.remote(updates).result(timeout_s=timeout_s)
+            self.flushes += 1
+        except Exception as exc:  # noqa: BLE001 - metrics are best effort
+            self.failures += 1
+            logger.warning("metrics flush of %d updates failed: %s: %s", len(updates), type(exc).__name__, exc)
+            return 0
+        return len(updates)
+
+    def _ensure_flusher(self) -> None:
+        if self._thread is not None or self.hub is None:
+            return
+        with self._thread_lock:
+            if self._thread is None and not self._stop.is_set():
+                self._thread = threading.Thread(target=self._run, name="steadyrank-metrics-flush", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.flush_interval_s):
+            self.flush()
+        self.flush()
+
+    def close(self) -> None:
+        """Flush what is buffered and stop the background thread (idempotent)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=self.flush_interval_s + 10.0)
+        elif thread is None:
+            self.flush()
+
+
+_RECORDERS: weakref.WeakSet[Recorder] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_recorders() -> None:  # pragma: no cover - process exit
+    for recorder in list(_RECORDERS):
+        try:
+            recorder.close()
+        except Exception:  # noqa: BLE001
+            pass

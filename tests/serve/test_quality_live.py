@@ -1,0 +1,155 @@
+"""Online quality on the real application: shadow replays, golden series, and a real Prometheus.
+
+The Prometheus test installs nothing itself: `make test` (and so CI) installs Debian's
+`prometheus` package. It starts the real server on loopback, scraping the running steadyrank app
+every second with the project's own alert rules, and checks through Prometheus' HTTP API that the
+steadyrank request series and golden gauges arrive and that an alert fires when its condition
+holds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "rules.yml"
+
+
+def _value(metrics: dict, name: str, **labels: str) -> float:
+    return sum(v for (n, ls), v in metrics.items() if n == name and labels.items() <= dict(ls).items())
+
+
+def _wait_until(predicate, timeout_s: float, step_s: float = 0.5):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            return result
+        time.sleep(step_s)
+
+
+def test_shadow_replays_are_not_user_traffic(serve_app, handle, metrics_text):
+    before = metrics_text()
+    evaluated = handle("ShadowEvaluator").replay_now.remote().result(timeout_s=300)
+    assert evaluated >= 2  # sample_size 2 golden queries through primary and canary
+
+    def replays_visible():
+        now = metrics_text()
+        return now if _value(now, "steadyrank_golden_evaluations_total", source="replay") > _value(
+            before, "steadyrank_golden_evaluations_total", source="replay") else None
+
+    after = _wait_until(replays_visible, 20)
+    assert after, "golden replay evaluations never reached /metrics"
+    # the replays went through the Searcher, but no user /v1/search request was counted
+    assert _value(after, "steadyrank_requests_total", endpoint="search") == _value(
+        before, "steadyrank_requests_total", endpoint="search")
+    assert _value(after, "steadyrank_golden_quality", variant="primary", metric="ndcg", k="10", stat="expected") > 0
+    status = handle("ShadowEvaluator").status.remote().result(timeout_s=60)
+    assert status["golden_queries"] == 40 and status["variants"] == ["primary", "canary"]
+
+
+def test_golden_query_header_is_mirrored(serve_app, client, handle):
+    before = handle("ShadowEvaluator").status.remote().result(timeout_s=60)["mirrored"]
+    response = client.post("/v1/search", json={"query": "anything at all", "top_n": 5},
+                           headers={"X-Golden-Query-Id": "q01"})
+    assert response.status_code == 200
+    mirrored = _wait_until(
+        lambda: handle("ShadowEvaluator").status.remote().result(timeout_s=60)["mirrored"] > before, 30)
+    assert mirrored, "a search carrying X-Golden-Query-Id was not evaluated"
+
+
+def test_canary_report_endpoint_and_cli(serve_app, client):
+    report = client.get("/v1/canary").json()
+    assert report["verdict"] in ("promote", "hold", "rollback")
+    assert "ndcg@10" in report["metrics"] or report["paired_queries"] == 0
+    out = subprocess.run(["steadyrank", "canary", "report", "--url", serve_app.url, "--api-key", serve_app.api_key],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"verdict: {report['verdict']}") or out.stdout.startswith("verdict: ")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _firing_rules(tmp_path: Path) -> Path:
+    """deploy/prometheus/rules.yml with SteadyrankGoldenRaNWGLow made to fire at once.
+
+    Its real expression is kept; only the floor (1.01, above any RA-nWG) and ``for`` change.
+    """
+    rules = yaml.safe_load(RULES.read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            if rule.get("alert") == "SteadyrankGoldenRaNWGLow":
+                assert "< 0.5" in rule["expr"]
+                rule["expr"] = rule["expr"].replace("< 0.5", "< 1.01")
+                rule["for"] = "0s"
+    path = tmp_path / "rules.yml"
+    path.write_text(yaml.safe_dump(rules))
+    return path
+
+
+@pytest.mark.prometheus
+def test_real_prometheus_scrapes_series_and_fires_an_alert(serve_app, client, handle, tmp_path):
+    binary = shutil.which("prometheus")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("prometheus is not installed (make test installs Debian's prometheus package)")
+        pytest.skip("prometheus not on PATH; `make test` installs it")
+    target = serve_app.url.removeprefix("http://")
+    port = _free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(_firing_rules(tmp_path))],
+        "scrape_configs": [{"job_name": "steadyrank", "metrics_path": "/metrics", "static_configs": [{"targets": [target]}]}],
+    }))
+    process = subprocess.Popen(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    api = f"http://127.0.0.1:{port}"
+    try:
+        assert _wait_until(lambda: _ok(f"{api}/-/ready"), 60), "prometheus did not become ready"
+        assert client.post("/v1/search", json={"query": "how do I list open ports", "top_n": 3}).status_code == 200
+        handle("ShadowEvaluator").replay_now.remote().result(timeout_s=300)
+
+        def query(expr: str) -> list:
+            response = httpx.get(f"{api}/api/v1/query", params={"query": expr}, timeout=10).json()
+            return response["data"]["result"] if response.get("status") == "success" else []
+
+        assert _wait_until(lambda: query('steadyrank_requests_total{endpoint="search"}'), 60), "request series missing"
+        golden = _wait_until(lambda: query('steadyrank_golden_quality{variant="primary",metric="ndcg",k="10"}'), 60)
+        assert {series["metric"]["stat"] for series in golden} >= {"expected", "min", "max", "range", "bias", "oblivious"}
+        assert _wait_until(lambda: query("steadyrank_golden_proc_ratio"), 30), "PROC ratio series missing"
+
+        def firing() -> list:
+            alerts = httpx.get(f"{api}/api/v1/alerts", timeout=10).json()["data"]["alerts"]
+            return [a for a in alerts if a["labels"]["alertname"] == "SteadyrankGoldenRaNWGLow" and a["state"] == "firing"]
+
+        assert _wait_until(firing, 60), "SteadyrankGoldenRaNWGLow did not fire"
+        rules = httpx.get(f"{api}/api/v1/rules", timeout=10).json()["data"]["groups"]
+        assert all(rule["health"] in ("ok", "unknown") for group in rules for rule in group["rules"])
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _ok(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -1,0 +1,134 @@
+"""Settings: defaults, files, field-named errors, deployment options; the deploy/ configs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from serve.app.settings import AuthSettings, Settings, SettingsError, check_files, load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_embedded_default() -> None:
+    settings = Settings()
+    assert settings.reranker is None and settings.reranker_model == settings.embedder
+    assert settings.embedder.path is None and settings.quality.enabled
+    policy = settings.routing_policy()
+    assert (policy.k_low, policy.k_high, policy.top_n) == (50, 100, 10)
+    options = settings.deployments.reranker.ray_options()
+    assert options["num_replicas"] == 1 and options["ray_actor_options"]["num_cpus"] == 1.0
+    assert settings.deployments.metrics_hub.ray_options()["num_replicas"] == 1
+    check_files(settings)
+
+
+def test_partial_deployment_sections_keep_their_defaults() -> None:
+    settings = load_settings({"deployments": {"reranker": {"num_cpus": 2, "autoscaling": {"max_replicas": 8}}}})
+    reranker = settings.deployments.reranker
+    assert reranker.num_cpus == 2 and reranker.max_batch_size == 4 and reranker.max_queued_requests == 64
+    options = reranker.ray_options()
+    assert options["num_replicas"] == "auto"
+    assert options["autoscaling_config"]["max_replicas"] == 8
+    assert settings.deployments.embedder.max_batch_size == 32
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        ({"deployments": {"reranker": {"num_cpus": -1}}}, "deployments.reranker.num_cpus"),
+        ({"deployments": {"reranker": {"max_batch_size": 64}}}, "deployments.reranker"),
+        ({"deployments": {"metrics_hub": {"num_replicas": 2}}}, "deployments.metrics_hub"),
+        ({"deployments": {"rerankr": {}}}, "deployments.rerankr"),
+        ({"limits": {"max_documents": 0}}, "limits.max_documents"),
+        ({"reranker": {"precision": "int4"}}, "reranker.precision"),
+        ({"routing": {"k_low": 200}}, "routing"),
+        ({"routing": {"file": "/nonexistent/routing.json"}}, "routing"),
+        ({"search": {"default_mode": "fuzzy"}}, "search.default_mode"),
+        ({"auth": {"api_keys": ["has space"]}}, "auth.api_keys"),
+        ({"quality": {"interval_s": 0}}, "quality.interval_s"),
+        ({"typo_section": {}}, "typo_section"),
+    ],
+)
+def test_errors_name_the_field(data: dict, fragment: str) -> None:
+    with pytest.raises(SettingsError, match=fragment.replace(".", r"\.")):
+        load_settings(data)
+
+
+def test_file_paths_are_relative_to_the_file(tmp_path: Path) -> None:
+    (tmp_path / "corpus.jsonl").write_text(json.dumps({"_id": "a", "text": "hello"}) + "\n")
+    (tmp_path / "s.yaml").write_text("index:\n  corpus: corpus.jsonl\ncache_dir: cache\n")
+    settings = load_settings(tmp_path / "s.yaml")
+    assert settings.index.corpus == str(tmp_path / "corpus.jsonl")
+    assert settings.cache_path() == tmp_path / "cache"
+    (tmp_path / "bad.yaml").write_text("index:\n  path: missing-index\n")
+    with pytest.raises(SettingsError, match=r"index\.path: no index"):
+        check_files(load_settings(tmp_path / "bad.yaml"))
+    (tmp_path / "broken.yaml").write_text("index: [unclosed\n")
+    with pytest.raises(SettingsError, match="not valid YAML"):
+        load_settings(tmp_path / "broken.yaml")
+
+
+def test_api_keys_from_settings_and_environment() -> None:
+    auth = AuthSettings(api_keys=["a1"], api_keys_env="MY_KEYS")
+    assert auth.resolved_keys({"MY_KEYS": " b2 , a1,,c3"}) == ["a1", "b2", "c3"]
+    assert AuthSettings().resolved_keys({}) == []
+    assert "a1" not in repr(auth)  # secrets are not printed
+
+
+def test_deploy_settings_file_documents_every_field() -> None:
+    path = ROOT / "deploy" / "settings.yaml"
+    settings = load_settings(path)
+    check_files(settings)
+    assert settings.model_dump() == Settings().model_dump()  # the file is the embedded default
+    text = path.read_text()
+
+    def fields(model, prefix=""):
+        for name, info in type(model).model_fields.items():
+            yield name
+            value = getattr(model, name)
+            if hasattr(type(value), "model_fields"):
+                yield from fields(value, f"{prefix}{name}.")
+
+    for name in set(fields(Settings())):
+        assert f"{name}:" in text, f"deploy/settings.yaml does not document {name!r}"
+
+
+def test_serve_config_is_valid_ray_serve_config() -> None:
+    from ray.serve.schema import ServeDeploySchema
+
+    config = yaml.safe_load((ROOT / "deploy" / "serve_config.yaml").read_text())
+    schema = ServeDeploySchema.model_validate(config) if hasattr(ServeDeploySchema, "model_validate") \
+        else ServeDeploySchema.parse_obj(config)
+    app = schema.applications[0]
+    assert app.import_path == "serve.app:build_app"
+    settings_arg = app.args["settings"]
+    assert (ROOT / settings_arg).is_file()
+    kuberay = yaml.safe_load((ROOT / "deploy" / "kuberay" / "rayservice.yaml").read_text())
+    serve_v2 = yaml.safe_load(kuberay["spec"]["serveConfigV2"])
+    assert serve_v2["applications"][0]["import_path"] == "serve.app:build_app"
+
+
+def test_build_app_builds_the_graph_without_ray_running() -> None:
+    from serve.app import build_app
+
+    app = build_app({"settings": "deploy/settings.yaml"})
+    assert type(app).__name__ == "Application"
+    with pytest.raises(SettingsError, match="unknown argument"):
+        build_app({"setting": "x"})
+
+
+def test_serve_command_help_and_bad_config(tmp_path: Path) -> None:
+    exe = [sys.executable, "-m", "serve.cli"]
+    out = subprocess.run([*exe, "serve", "--help"], capture_output=True, text=True, check=True).stdout
+    for option in ("--config", "--host", "--port", "embedded default", "/v1/rerank", "Ctrl-C"):
+        assert option in out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("limits:\n  max_documents: -3\n")
+    result = subprocess.run([*exe, "serve", "--config", str(bad)], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "limits.max_documents" in result.stderr
