@@ -380,9 +380,12 @@ class Ingress:
             background = BackgroundTask(self._mirror, event)
         return JSON(payload, background=background)
 
-    def _mirror(self, event: dict[str, Any]) -> None:
+    async def _mirror(self, event: dict[str, Any]) -> None:
         """Hand a served search to the shadow evaluator, detached from the request (runs after
-        the response is sent; failures and a full evaluator queue are logged and dropped)."""
+        the response is sent; failures and a full evaluator queue are logged and dropped).
+
+        Async on purpose: Starlette runs a sync background task in a worker thread, which has no
+        event loop to start the detached task on."""
 
         async def send() -> None:
             try:
