@@ -57,7 +57,7 @@ API_KEY = "bench-key"
 
 
 def make_inputs(n_requests: int, n_docs: int) -> list[tuple[str, list[str]]]:
-    """(query, documents) pairs from the demo data: each demo query with ``n_docs`` passages."""
+    """(query, documents) pairs from the demo data: each demo query with ``n_docs`` distinct passages."""
     from retrieval.corpus import read_documents, read_queries
     from serve.app.default import DEMO_DIR
 
@@ -67,7 +67,9 @@ def make_inputs(n_requests: int, n_docs: int) -> list[tuple[str, list[str]]]:
     out = []
     for i in range(n_requests):
         picks = rng.choice(len(passages), size=n_docs, replace=n_docs > len(passages))
-        out.append((queries[i % len(queries)], [passages[j] for j in picks]))
+        # a request-specific prefix keeps every text unique across requests, so a server batch of
+        # several requests cannot save work by encoding a shared passage once (a bi-encoder would)
+        out.append((queries[i % len(queries)], [f"[{i}.{k}] {passages[j]}" for k, j in enumerate(picks)]))
     return out
 
 
@@ -115,7 +117,21 @@ class Window:
         start = self._window_start() or self.begin
         inside = [r for r in self.records if start <= r[1] <= end]
         latencies = [r[1] - r[0] for r in inside if r[2]]
-        return summarise(latencies, sum(1 for r in inside if not r[2]), end - start)
+        out = summarise(latencies, sum(1 for r in inside if not r[2]), end - start)
+        out["latencies_s"] = latencies
+        return out
+
+
+def pooled(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One summary of several measured windows (latencies pooled, throughput over the summed windows)."""
+    latencies = [x for p in parts for x in p["latencies_s"]]
+    out = summarise(latencies, sum(p["errors"] for p in parts), sum(p["window_s"] for p in parts))
+    out["latencies_s"] = latencies
+    return out
+
+
+def public(summary: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in summary.items() if k != "latencies_s"}
 
 
 def summarise(latencies: list[float], errors: int, elapsed: float) -> dict[str, float]:
@@ -146,8 +162,9 @@ def peak_rss_mb(pid: int | str = "self") -> float:
 # in-process runtime (child process)
 
 
-def _inprocess_child(model: dict, threads: int | None, inputs: list, levels: list[int], window: dict,
-                     top_n: int, probe_docs: int, queue: Any) -> None:
+def _inprocess_child(model: dict, threads: int | None, top_n: int, conn: Any) -> None:
+    """Load the scorer, then run closed loops on command: ``(level, items, window)`` → summary;
+    ``None`` → reply with the peak RSS and exit."""
     import torch
 
     from serve.runtime import ModelSettings, load_scorer
@@ -155,9 +172,14 @@ def _inprocess_child(model: dict, threads: int | None, inputs: list, levels: lis
     if threads:
         torch.set_num_threads(threads)
     scorer = load_scorer(ModelSettings.model_validate(model))
-    scorer.rerank(inputs[0][0], inputs[0][1], top_n=top_n)  # load and warm up
-
-    def loop(level: int, items: list, **limits: Any) -> dict[str, float]:
+    conn.send({"torch_threads": torch.get_num_threads(), "model": scorer.model_id, "precision": scorer.precision})
+    while True:
+        command = conn.recv()
+        if command is None:
+            conn.send({"peak_rss_mb": peak_rss_mb()})
+            return
+        level, items, limits = command
+        scorer.rerank(items[0][0], items[0][1], top_n=top_n)  # warm
         w = Window(level, **limits)
         counter = [0]
 
@@ -180,28 +202,28 @@ def _inprocess_child(model: dict, threads: int | None, inputs: list, levels: lis
             t.start()
         for t in pool:
             t.join()
-        return w.summary()
-
-    results = {level: loop(level, inputs, **window) for level in levels}
-    probe = [(q, d[:probe_docs]) for q, d in inputs]
-    probe_result = loop(1, probe, **{**window, "min_requests": 50})
-    queue.put({"levels": results, "probe": probe_result, "peak_rss_mb": peak_rss_mb(),
-               "torch_threads": torch.get_num_threads(), "model": scorer.model_id, "precision": scorer.precision})
+        conn.send(w.summary())
 
 
-def run_inprocess(model: dict, threads: int | None, inputs: list, levels: list[int], window: dict, top_n: int,
-                  probe_docs: int) -> dict[str, Any]:
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    child = ctx.Process(target=_inprocess_child, args=(model, threads, inputs, levels, window, top_n, probe_docs, queue))
-    child.start()
-    result = queue.get()
-    child.join()
-    return result
+class InProcess:
+    """The in-process runtime in its own process (its own peak RSS; torch threads as the server's)."""
 
+    def __init__(self, model: dict, threads: int | None, top_n: int) -> None:
+        ctx = mp.get_context("spawn")
+        self.conn, child_end = ctx.Pipe()
+        self.process = ctx.Process(target=_inprocess_child, args=(model, threads, top_n, child_end), daemon=True)
+        self.process.start()
+        self.info = self.conn.recv()
 
-# ---------------------------------------------------------------------------------------------
-# server
+    def run(self, level: int, items: list, window: dict) -> dict[str, Any]:
+        self.conn.send((level, items, window))
+        return self.conn.recv()
+
+    def close(self) -> float:
+        self.conn.send(None)
+        rss = self.conn.recv()["peak_rss_mb"]
+        self.process.join()
+        return rss
 
 
 async def _closed_loop(url: str, inputs: list, level: int, window: dict, top_n: int) -> dict[str, Any]:
@@ -229,6 +251,7 @@ async def _closed_loop(url: str, inputs: list, level: int, window: dict, top_n: 
         await asyncio.gather(*[worker() for _ in range(level)])
     out: dict[str, Any] = w.summary()
     out["status_codes"] = {str(k): v for k, v in sorted(codes.items())}
+    out["loadavg_1m_after"] = os.getloadavg()[0]  # other load on a shared machine shows here
     return out
 
 
@@ -324,58 +347,80 @@ def main() -> None:
     parser.add_argument("--shadow", choices=["on", "off"], default="off",
                         help="shadow evaluator (quality.enabled) on or off (default %(default)s)")
     parser.add_argument("--concurrency", default="1,8,32", help="server closed-loop client counts (default %(default)s)")
-    parser.add_argument("--inprocess-concurrency", default="1",
-                        help="in-process client threads (default %(default)s: one model on all cores is its saturation)")
     parser.add_argument("--docs", type=int, default=100, help="documents per request (default %(default)s)")
     parser.add_argument("--top-n", type=int, default=10, help="top_n per request (default %(default)s)")
-    parser.add_argument("--duration", type=float, default=20.0, help="measured seconds per level at least (default %(default)s)")
-    parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds per level (default %(default)s)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="alternating in-process / server rounds at 1 client (default %(default)s)")
+    parser.add_argument("--duration", type=float, default=20.0, help="measured seconds per window at least (default %(default)s)")
+    parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds per window (default %(default)s)")
     parser.add_argument("--min-requests", type=int, default=10,
                         help="completions per measured window at least (default %(default)s, or the client count if larger)")
-    parser.add_argument("--max-duration", type=float, default=150.0, help="seconds per level at most (default %(default)s)")
+    parser.add_argument("--max-duration", type=float, default=150.0, help="seconds per window at most (default %(default)s)")
     parser.add_argument("--probe-docs", type=int, default=1,
                         help="documents per request of the fixed-overhead probe at 1 client (default %(default)s)")
     parser.add_argument("--skip-inprocess", action="store_true", help="measure the server only")
     parser.add_argument("--out", default=None, help="also write the JSON here")
     parser.add_argument("--json", action="store_true", help="table to stderr, only JSON on stdout")
     args = parser.parse_args()
-    levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
-    inproc_levels = [int(x) for x in args.inprocess_concurrency.split(",") if x.strip()]
+    levels = sorted({int(x) for x in args.concurrency.split(",") if x.strip()} | {1})
 
-    def window(level: int) -> dict[str, Any]:
+    def window(level: int, min_requests: int | None = None) -> dict[str, Any]:
         return {"duration": args.duration, "warmup": args.warmup, "max_duration": args.max_duration,
-                "min_requests": max(args.min_requests, level)}
+                "min_requests": max(min_requests or args.min_requests, level)}
 
     settings = bench_settings(args.config, args.shadow)
     inputs = make_inputs(64, args.docs)
+    probe_inputs = [(q, d[: args.probe_docs]) for q, d in inputs]
+    probe_window = {**window(1, 50), "duration": max(5.0, args.duration / 4)}
     threads = settings.deployments.reranker.torch_threads
     model = settings.reranker_model.model_dump(mode="python")
     log = lambda message: print(f"bench_serve: {message}", file=sys.stderr, flush=True)  # noqa: E731
-    log(f"{args.docs} docs/request, server levels {levels}, in-process levels {inproc_levels}, shadow {args.shadow}")
+    log(f"{args.docs} docs/request, server levels {levels}, {args.rounds} alternating rounds at 1 client, "
+        f"shadow {args.shadow}")
+
+    def server_loop(items: list, level: int, limits: dict) -> dict[str, Any]:
+        return asyncio.run(_closed_loop(server.url, items, level, limits, args.top_n))
+
+    rounds: list[dict[str, Any]] = []
     with Server(settings) as server:
         log(f"server ready in {server.startup_s:.0f} s at {server.url}")
-        inprocess = None
-        if not args.skip_inprocess:  # the server is idle meanwhile
-            inprocess = run_inprocess(model, threads, inputs, inproc_levels, window(1), args.top_n, args.probe_docs)
-            log("in-process done")
-        server_levels = {}
+        inproc = None if args.skip_inprocess else InProcess(model, threads, args.top_n)
+        for r in range(args.rounds):  # alternate, so slow drifts of a shared machine hit both alike
+            one: dict[str, Any] = {}
+            if inproc is not None:
+                one["inprocess"] = inproc.run(1, inputs, window(1))
+            one["server"] = server_loop(inputs, 1, window(1))
+            if inproc is not None:
+                one["inprocess_probe"] = inproc.run(1, probe_inputs, probe_window)
+            one["server_probe"] = server_loop(probe_inputs, 1, probe_window)
+            rounds.append(one)
+            log(f"round {r + 1}: server p50 {one['server']['p50_ms']:.0f} ms" +
+                (f", in-process p50 {one['inprocess']['p50_ms']:.0f} ms" if inproc else ""))
+        server_levels = {1: pooled([r["server"] for r in rounds])}
         for level in levels:
-            server_levels[level] = asyncio.run(_closed_loop(server.url, inputs, level, window(level), args.top_n))
-            log(f"server c={level}: {server_levels[level]['throughput_rps']:.2f} req/s, "
-                f"p50 {server_levels[level]['p50_ms']:.0f} ms")
-        probe_inputs = [(q, d[: args.probe_docs]) for q, d in inputs]
-        probe = asyncio.run(_closed_loop(server.url, probe_inputs, 1, {**window(1), "min_requests": 50}, args.top_n))
+            if level != 1:
+                server_levels[level] = server_loop(inputs, level, window(level))
+                log(f"server c={level}: {server_levels[level]['throughput_rps']:.2f} req/s, "
+                    f"p50 {server_levels[level]['p50_ms']:.0f} ms")
         rss = server_rss()
         reranker, startup_s = server.reranker, server.startup_s
+        inproc_rss = inproc.close() if inproc is not None else None
 
+    probe = pooled([r["server_probe"] for r in rounds])
+    inprocess = None
     derived: dict[str, Any] = {}
-    if inprocess is not None:
-        first = min(levels)
-        derived["server_overhead_p50_ms"] = server_levels[first]["p50_ms"] - inprocess["levels"][min(inproc_levels)]["p50_ms"]
-        derived["probe_overhead_p50_ms"] = probe["p50_ms"] - inprocess["probe"]["p50_ms"]
+    if inproc is not None:
+        inprocess = {"levels": {1: pooled([r["inprocess"] for r in rounds])},
+                     "probe": pooled([r["inprocess_probe"] for r in rounds]),
+                     "peak_rss_mb": inproc_rss, **inproc.info}
+        paired = [r["server"]["p50_ms"] - r["inprocess"]["p50_ms"] for r in rounds]
+        paired_probe = [r["server_probe"]["p50_ms"] - r["inprocess_probe"]["p50_ms"] for r in rounds]
+        derived["server_overhead_p50_ms"] = float(np.median(paired))
+        derived["server_overhead_p50_ms_per_round"] = paired
+        derived["probe_overhead_p50_ms"] = float(np.median(paired_probe))
+        derived["probe_overhead_p50_ms_per_round"] = paired_probe
         best_server = max(v["throughput_rps"] for v in server_levels.values())
-        best_inproc = max(v["throughput_rps"] for v in inprocess["levels"].values())
-        derived["saturation_throughput_ratio"] = best_server / best_inproc if best_inproc else float("nan")
+        derived["saturation_throughput_ratio"] = best_server / inprocess["levels"][1]["throughput_rps"]
         derived["targets"] = {"server_overhead_p50_ms<=5": derived["server_overhead_p50_ms"] <= 5.0,
                               "saturation_throughput_ratio>=0.9": derived["saturation_throughput_ratio"] >= 0.9}
     payload = {
@@ -387,35 +432,35 @@ def main() -> None:
         "cpu_count": os.cpu_count(),
         "reranker": reranker,
         "torch_threads": threads,
-        "server": {"levels": server_levels, "probe": probe, "startup_s": startup_s, "rss": rss},
-        "inprocess": inprocess,
+        "server": {"levels": {k: public(v) for k, v in server_levels.items()}, "probe": public(probe),
+                   "startup_s": startup_s, "rss": rss},
+        "inprocess": None if inprocess is None else {
+            **inprocess, "levels": {1: public(inprocess["levels"][1])}, "probe": public(inprocess["probe"])},
+        "rounds": [{k: public(v) for k, v in r.items()} for r in rounds],
         **derived,
     }
     rows = []
-    for level in sorted(set(levels) | set(inproc_levels)):
-        if level in server_levels:
-            r = server_levels[level]
-            rows.append(["server", args.docs, level, r["requests"], r["errors"], r["throughput_rps"], r["p50_ms"],
-                         r["p95_ms"], r["p99_ms"], rss["total_mb"]])
-        if inprocess is not None and level in inprocess["levels"]:
-            r = inprocess["levels"][level]
-            rows.append(["in-process", args.docs, level, r["requests"], r["errors"], r["throughput_rps"], r["p50_ms"],
-                         r["p95_ms"], r["p99_ms"], inprocess["peak_rss_mb"]])
-    rows.append(["server", args.probe_docs, 1, probe["requests"], probe["errors"], probe["throughput_rps"],
-                 probe["p50_ms"], probe["p95_ms"], probe["p99_ms"], rss["total_mb"]])
+
+    def row(name: str, docs: int, level: int, r: dict[str, Any], rss_mb: float) -> None:
+        rows.append([name, docs, level, r["requests"], r["errors"], r["throughput_rps"], r["p50_ms"], r["p95_ms"],
+                     r["p99_ms"], rss_mb])
+
+    for level in levels:
+        row("server", args.docs, level, server_levels[level], rss["total_mb"])
+        if inprocess is not None and level == 1:
+            row("in-process", args.docs, 1, inprocess["levels"][1], inprocess["peak_rss_mb"])
+    row("server", args.probe_docs, 1, probe, rss["total_mb"])
     if inprocess is not None:
-        r = inprocess["probe"]
-        rows.append(["in-process", args.probe_docs, 1, r["requests"], r["errors"], r["throughput_rps"], r["p50_ms"],
-                     r["p95_ms"], r["p99_ms"], inprocess["peak_rss_mb"]])
+        row("in-process", args.probe_docs, 1, inprocess["probe"], inprocess["peak_rss_mb"])
     if args.out:
         Path(args.out).write_text(json.dumps(payload, indent=2, default=str) + "\n")
     emit(payload, ["runner", "docs", "clients", "requests", "errors", "req/s", "p50 ms", "p95 ms", "p99 ms",
                    "peak RSS MB"], rows, json_only=args.json)
     if derived:
-        print(f"server overhead at p50 (1 client, {args.docs} docs): {derived['server_overhead_p50_ms']:.1f} ms; "
-              f"fixed overhead ({args.probe_docs} doc): {derived['probe_overhead_p50_ms']:.1f} ms; "
-              f"saturation throughput ratio: {derived['saturation_throughput_ratio']:.3f}",
-              file=sys.stderr if args.json else sys.stdout)
+        print(f"server overhead at p50 (1 client, {args.docs} docs, median of paired rounds): "
+              f"{derived['server_overhead_p50_ms']:.1f} ms; fixed overhead ({args.probe_docs} doc): "
+              f"{derived['probe_overhead_p50_ms']:.1f} ms; saturation throughput ratio: "
+              f"{derived['saturation_throughput_ratio']:.3f}", file=sys.stderr if args.json else sys.stdout)
 
 
 if __name__ == "__main__":
