@@ -7,22 +7,29 @@
 >>> out = scorer.rerank("query", ["doc a", "doc b"], top_n=1)      # RerankOutput
 """
 
-from serve.runtime.embedder import Embedder
-from serve.runtime.errors import InvalidInputError, ModelLoadError, UnsupportedModelError
-from serve.runtime.factory import load_embedder, load_scorer
-from serve.runtime.scorer import RerankOutput, Scored, Scorer
-from serve.runtime.settings import ModelSettings, bundled_embedder_path
+import importlib
+from typing import Any
 
-__all__ = [
-    "Embedder",
-    "InvalidInputError",
-    "ModelLoadError",
-    "ModelSettings",
-    "RerankOutput",
-    "Scored",
-    "Scorer",
-    "UnsupportedModelError",
-    "bundled_embedder_path",
-    "load_embedder",
-    "load_scorer",
-]
+#: Public name → defining module. Imported on first use (PEP 562), so that importing the settings
+#: or errors (as the server's ingress and CLI do) does not load torch.
+_EXPORTS = {
+    "Embedder": "serve.runtime.embedder",
+    "InvalidInputError": "serve.runtime.errors",
+    "ModelLoadError": "serve.runtime.errors",
+    "UnsupportedModelError": "serve.runtime.errors",
+    "load_embedder": "serve.runtime.factory",
+    "load_scorer": "serve.runtime.factory",
+    "RerankOutput": "serve.runtime.scorer",
+    "Scored": "serve.runtime.scorer",
+    "Scorer": "serve.runtime.scorer",
+    "ModelSettings": "serve.runtime.settings",
+    "bundled_embedder_path": "serve.runtime.settings",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'serve.runtime' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
