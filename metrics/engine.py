@@ -13,7 +13,7 @@ closed forms; nothing sorts a whole candidate list.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np

@@ -19,7 +19,6 @@ import asyncio
 import base64
 import hmac
 import json
-import math
 import logging
 import time
 import uuid
@@ -36,6 +35,7 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from serve.app import protocol
+from serve.commands.output import json_safe
 from serve.app.errors import (
     ApiError,
     BadRequest,
@@ -81,17 +81,7 @@ class JSON(JSONResponse):
         try:
             return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
         except ValueError:
-            return json.dumps(_finite(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
+            return json.dumps(json_safe(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:

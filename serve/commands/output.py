@@ -8,19 +8,20 @@ from collections.abc import Sequence
 from typing import Any
 
 
-def _finite(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
+    """``value`` with every NaN/inf float (at any depth of dicts, lists, tuples) replaced by None."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
 def dumps_json(payload: Any) -> str:
     """JSON text with NaN/inf written as null, so every consumer can parse it."""
-    return json.dumps(_finite(payload), indent=2, allow_nan=False)
+    return json.dumps(json_safe(payload), indent=2, allow_nan=False)
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], float_format: str = "{:.4f}") -> str:

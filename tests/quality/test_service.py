@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 
-import pytest
 
 from serve.quality.golden import GoldenQuery, GoldenSet
 from serve.quality.service import QualityService
