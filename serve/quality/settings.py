@@ -38,7 +38,7 @@ class QualitySettings(BaseModel):
         None, description="map the golden set's grades onto the 1-5 rubric, e.g. {3: 5, 2: 4, 1: 3, 0: 1}"
     )
     interval_s: float = Field(30.0, gt=0, description="seconds between golden replay rounds")
-    sample_size: int = Field(8, ge=1, description="golden queries replayed per round (rate limit)")
+    sample_size: int = Field(2, ge=1, description="golden queries replayed per round (rate limit; each replay costs one full rerank)")
     window: int = Field(200, ge=1, description="evaluations per variant kept in the sliding window")
     top_n: int = Field(30, ge=1, description="results requested per replayed query")
     mirror_fraction: float = Field(
