@@ -8,10 +8,11 @@ that flushes to the single ``MetricsHub`` replica.
 - ``MetricsHub``: owns the prometheus-client registry (``record(updates)``, ``render()``).
 - ``Embedder``: ``embed(texts, count_tokens=False) -> {"vectors": float32 (n, dim), "tokens": int | None}``,
   dynamic batching across requests (``@serve.batch``).
-- ``Reranker`` (and ``CanaryReranker``, the same class): ``score(query, docs)`` → FP32 scores, rank
-  keys and truncation flags; ``rerank(query, docs, top_n)`` → the full ranking with tie facts;
-  ``fp32_keys(query, docs)`` for boundary re-scoring. Pairs of all requests in a batch go through
-  one forward pass plan.
+- ``Reranker`` (and ``CanaryReranker``, the same class): ``score(query, docs, shadow=False)`` → FP32
+  scores, rank keys and truncation flags; ``rerank(query, docs, top_n)`` → the full ranking with tie
+  facts; ``fp32_keys(query, docs, shadow=False)`` for boundary re-scoring. Pairs of all user requests
+  in a batch go through one forward pass plan; shadow work (``shadow=True``) runs in small chunks
+  behind user work (``serve.app.priority``).
 - ``Retriever``: holds the index (``retrieval.store.IndexStore``); ``search(query, vector, mode, depth)``.
 - ``Searcher``: ``search(request: dict) -> dict`` (see :meth:`Searcher.search`).
 
@@ -33,6 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ray import serve as ray_serve
 
+from serve.app.priority import ShadowGate, chunks
 from serve.app.settings import Settings, load_settings
 from serve.app.telemetry import MetricsStore, Recorder
 
@@ -195,6 +197,9 @@ class Reranker:
         self.role = role
         self.label = "reranker" if role == "primary" else "canary_reranker"
         self.rescore_on = model.rescore_boundary_ties and model.scoring == "hps" and model.precision != "fp32"
+        quality = settings.quality
+        self.gate = ShadowGate(quality.shadow_idle_s, quality.shadow_max_wait_s)
+        self.shadow_chunk_docs = quality.shadow_chunk_docs
         self._twin_lock = threading.Lock()
         self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
         self._batch.set_max_batch_size(options.max_batch_size)
@@ -208,18 +213,40 @@ class Reranker:
                 "max_length": s.settings.max_length, "role": self.role, "rescore_boundary_ties": self.rescore_on,
                 "torch_threads": torch.get_num_threads()}
 
-    async def score(self, query: str, documents: list[str]) -> dict[str, np.ndarray]:
-        """``{"scores", "keys"}`` float32 (n,) and ``"truncated"`` bool (n,), in input order."""
+    async def score(self, query: str, documents: list[str], shadow: bool = False) -> dict[str, np.ndarray]:
+        """``{"scores", "keys"}`` float32 (n,) and ``"truncated"`` bool (n,), in input order.
+
+        ``shadow`` (evaluator traffic): scored in chunks of ``quality.shadow_chunk_docs`` documents,
+        each started only when user work leaves room (:class:`~serve.app.priority.ShadowGate`).
+        In FP32 the scores equal those of the user path up to FP32 rounding; below FP32 a
+        document's logit may differ in its last bits, as it does between user batches.
+        """
         if not isinstance(query, str):
             raise InvalidRequest("query must be a string")
         documents = _check_texts(documents, "documents")
         if not documents:
             return {"scores": np.zeros(0, np.float32), "keys": np.zeros(0, np.float32), "truncated": np.zeros(0, bool)}
-        return _unwrap(await self._batch((query, documents)))
+        if shadow:
+            parts = [(await self._shadow_turn(self._score_jobs, [(query, list(part))]))[0]
+                     for part in chunks(documents, self.shadow_chunk_docs)]
+            return {name: np.concatenate([p[name] for p in parts]) for name in ("scores", "keys", "truncated")}
+        async with self.gate.user():
+            return _unwrap(await self._batch((query, documents)))
 
-    async def fp32_keys(self, query: str, documents: list[str]) -> np.ndarray:
-        """Rank keys of ``documents`` from an FP32 forward pass (boundary re-scoring)."""
-        return await _in(self.executor, self._fp32_keys, query, _check_texts(documents, "documents"))
+    async def fp32_keys(self, query: str, documents: list[str], shadow: bool = False) -> np.ndarray:
+        """Rank keys of ``documents`` from an FP32 forward pass (boundary re-scoring); ``shadow`` as
+        in :meth:`score` (one chunk: a tie group is small)."""
+        documents = _check_texts(documents, "documents")
+        if shadow:
+            return await self._shadow_turn(self._fp32_keys, query, documents)
+        async with self.gate.user():
+            return await _in(self.executor, self._fp32_keys, query, documents)
+
+    async def _shadow_turn(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn(*args)`` on the compute thread once the gate gives shadow work its turn."""
+        waited = await self.gate.turn()
+        self.recorder.observe("steadyrank_shadow_wait_seconds", waited, deployment=self.label)
+        return await _in(self.executor, fn, *args)
 
     def _fp32_keys(self, query: str, documents: list[str]) -> np.ndarray:
         with self._twin_lock:  # the FP32 twin is loaded once, lazily
@@ -250,7 +277,7 @@ class Reranker:
         group = straddling_group(keys, top_n) if top_n is not None and top_n < keys.size else None
         fine = None
         if group is not None and self.rescore_on:
-            fine = await _in(self.executor, self._fp32_keys, query, [documents[i] for i in group])
+            fine = await self.fp32_keys(query, [documents[i] for i in group])
         resolution = resolve_boundary(keys, top_n, (lambda _: fine) if fine is not None else None)
         result = {
             "scores": scored["scores"],
@@ -489,7 +516,7 @@ class Searcher:
         n = len(ids)
         low = min(policy.k_low, n)
         t = time.perf_counter()
-        first = await reranker.score.remote(query, texts[:low]) if low else None
+        first = await reranker.score.remote(query, texts[:low], shadow=call.shadow) if low else None
         rerank_s = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -504,14 +531,14 @@ class Searcher:
 
         t = time.perf_counter()
         if decision.k_rerank > low:
-            second = await reranker.score.remote(query, texts[low : decision.k_rerank])
+            second = await reranker.score.remote(query, texts[low : decision.k_rerank], shadow=call.shadow)
             scores = np.concatenate([scores, second["scores"]])
             keys = np.concatenate([keys, second["keys"]])
         k = int(keys.size)
         group = straddling_group(keys, top_n) if top_n < k else None
         fine = None
         if group is not None and self.rescore_on[call.variant]:
-            fine = await reranker.fp32_keys.remote(query, [texts[i] for i in group])
+            fine = await reranker.fp32_keys.remote(query, [texts[i] for i in group], shadow=call.shadow)
         resolution = resolve_boundary(keys, top_n, (lambda _: fine) if fine is not None else None)
         rerank_s += time.perf_counter() - t
         stages["rerank"] = rerank_s

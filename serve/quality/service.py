@@ -173,6 +173,17 @@ class QualityService:
         """Set the golden and canary gauges from the current windows (NA values are left unset)."""
         for variant in self.variants:
             summary = self.window.summary(variant)
+            window_gauges = (
+                ("steadyrank_golden_ties_at_cutoff_ratio", summary.tie_at_cutoff_rate, {}),
+                ("steadyrank_golden_tie_group_size_mean", summary.mean_tie_group_size, {}),
+                ("steadyrank_golden_escalation_ratio", summary.escalation_rate, {}),
+                ("steadyrank_golden_candidates_mean", summary.mean_k, {}),
+                ("steadyrank_golden_latency_seconds", summary.latency_p50_s, {"quantile": "0.5"}),
+                ("steadyrank_golden_latency_seconds", summary.latency_p95_s, {"quantile": "0.95"}),
+            )
+            for gauge, value, extra in window_gauges:
+                if not np.isnan(value):
+                    self.recorder.set(gauge, value, variant=variant, **extra)
             for name, stats in summary.quality.items():
                 measure = parse_measure(name)
                 labels = {"variant": variant, "metric": measure.name, "k": str(measure.k)}

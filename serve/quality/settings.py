@@ -48,6 +48,17 @@ class QualitySettings(BaseModel):
         0.1, ge=0, le=1, description="fraction of user /v1/search requests copied to the canary for agreement"
     )
     seed: int | None = Field(None, description="random seed of sampling (None = nondeterministic)")
+    shadow_chunk_docs: int = Field(
+        4, ge=1, description="documents per shadow forward pass on a reranker replica: the most forward-pass work "
+                             "a user request can find ahead of it (see serve.app.priority)"
+    )
+    shadow_idle_s: float = Field(
+        0.05, ge=0, description="a shadow chunk starts only after the replica had no user work for this long (s)"
+    )
+    shadow_max_wait_s: float = Field(
+        10.0, ge=0, description="a shadow chunk that waited this long runs anyway, so sustained load cannot starve "
+                                "the evaluator (s)"
+    )
     canary: CanaryRules = Field(default_factory=CanaryRules)
 
     @field_validator("grade_map")

@@ -39,6 +39,12 @@ CONTRACT = {
     "steadyrank_golden_evaluations_total": "counter",
     "steadyrank_golden_failures_total": "counter",
     "steadyrank_golden_last_success_timestamp_seconds": "gauge",
+    "steadyrank_golden_ties_at_cutoff_ratio": "gauge",
+    "steadyrank_golden_tie_group_size_mean": "gauge",
+    "steadyrank_golden_escalation_ratio": "gauge",
+    "steadyrank_golden_candidates_mean": "gauge",
+    "steadyrank_golden_latency_seconds": "gauge",
+    "steadyrank_shadow_wait_seconds": "histogram",
     "steadyrank_canary_delta": "gauge",
     "steadyrank_canary_verdict": "gauge",
 }

@@ -62,6 +62,15 @@ def test_replay_counts_failures_retries_and_exports():
     assert 0 < rec.gauges[key] <= 1
     assert ("steadyrank_golden_proc_ratio", (("k", "10"), ("metric", "ra_nwg"), ("variant", "primary"))) in rec.gauges
     assert sum(v for (n, _), v in rec.gauges.items() if n == "steadyrank_canary_verdict") == 1.0
+    # window statistics: the stub escalates every canary search, never a primary one; 11 candidates, no ties
+    for variant, escalated in (("primary", 0.0), ("canary", 1.0)):
+        labels = (("variant", variant),)
+        assert rec.gauges[("steadyrank_golden_escalation_ratio", labels)] == escalated
+        assert rec.gauges[("steadyrank_golden_candidates_mean", labels)] == len(POOL)
+        assert rec.gauges[("steadyrank_golden_ties_at_cutoff_ratio", labels)] == 0.0
+        assert ("steadyrank_golden_tie_group_size_mean", labels) not in rec.gauges  # NA: no tie, left unset
+        p50 = rec.gauges[("steadyrank_golden_latency_seconds", (("quantile", "0.5"), *labels))]
+        assert 0 <= p50 <= rec.gauges[("steadyrank_golden_latency_seconds", (("quantile", "0.95"), *labels))]
     asyncio.run(svc.replay_round())  # the loop goes on; q3 is retried first and fails again
     assert rec.counters[("steadyrank_golden_failures_total", (("variant", "primary"),))] == 2
 

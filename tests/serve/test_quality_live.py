@@ -55,8 +55,29 @@ def test_shadow_replays_are_not_user_traffic(serve_app, handle, metrics_text):
     assert _value(after, "steadyrank_requests_total", endpoint="search") == _value(
         before, "steadyrank_requests_total", endpoint="search")
     assert _value(after, "steadyrank_golden_quality", variant="primary", metric="ndcg", k="10", stat="expected") > 0
+    # window statistics as series; the replays' reranker chunks went through the shadow gate
+    assert _value(after, "steadyrank_golden_candidates_mean", variant="primary") >= 30
+    assert any(n == "steadyrank_golden_escalation_ratio" for n, _ in after)
+    assert any(n == "steadyrank_golden_ties_at_cutoff_ratio" for n, _ in after)
+    assert _value(after, "steadyrank_shadow_wait_seconds_count", deployment="reranker") > 0
     status = handle("ShadowEvaluator").status.remote().result(timeout_s=60)
     assert status["golden_queries"] == 40 and status["variants"] == ["primary", "canary"]
+
+
+def test_shadow_scores_equal_user_scores(serve_app, handle):
+    """Chunked shadow scoring (quality.shadow_chunk_docs) gives the user path's FP32 scores."""
+    import numpy as np
+
+    from retrieval.corpus import read_documents
+    from serve.app.default import DEMO_CORPUS
+
+    docs = [d.full_text for d in read_documents(DEMO_CORPUS)][:11]
+    query = "how do I restart a systemd service"
+    reranker = handle("Reranker")
+    user = reranker.score.remote(query, docs).result(timeout_s=120)
+    shadow = reranker.score.remote(query, docs, shadow=True).result(timeout_s=120)
+    np.testing.assert_allclose(shadow["scores"], user["scores"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(shadow["truncated"], user["truncated"])
 
 
 def test_golden_query_header_is_mirrored(serve_app, client, handle):
