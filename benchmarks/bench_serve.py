@@ -1,6 +1,6 @@
 """Serving benchmark: ``/v1/rerank`` on the real Ray Serve app against the in-process runtime.
 
-Run: ``python benchmarks/bench_serve.py [--config FILE] [--shadow on|off] [--concurrency 1,8,32]
+Run: ``python benchmarks/bench_serve.py [--config FILE] [--shadow on|off|both] [--concurrency 1,8,32]
 [--docs 100] [--duration S] [--out results.json] [--json]``.
 
 Closed loop: C clients (1, 8, 32 by default) each send a ``/v1/rerank`` request with ``--docs``
@@ -23,9 +23,20 @@ the peak RSS (VmHWM) of the application's replica processes (per replica in the 
 
 Settings: ``--config`` is a steadyrank settings file (default: the embedded default with the
 reranker's ``torch_threads`` set to this machine's cores and batches of up to 8 requests).
-``--shadow on|off`` switches the shadow evaluator (``quality.enabled``; default off) so the same
-benchmark can be run with it on and off. The load generator shares the machine with the server: on
-a small box it takes CPU from it.
+``--shadow on|off`` switches the shadow evaluator (``quality.enabled``; default off) for the whole
+benchmark above. ``--shadow both`` runs the evaluator comparison instead: user latency of
+``/v1/rerank`` with the evaluator off and on, in the same run, at its configured interval and
+sample size. Each of ``--rounds`` rounds starts the server once per setting (off then on, and on
+then off in the next round, so slow drifts of a shared machine hit both alike) and measures two
+loads per start: a closed loop of 1 client (the server is never idle: the worst case, where shadow
+work can only run when ``quality.shadow_max_wait_s`` forces it) and open-loop Poisson arrivals at
+``--load`` × the 1-client throughput measured in the first "off" window (the server has idle
+gaps, as a service run below saturation does). Open-loop latency runs from the scheduled arrival to
+the response, so a late request is never hidden. Reported per load: pooled p50/p95/p99 off and on,
+the ratio p95 on / p95 off (target ≤ 1.05), and the golden evaluations the evaluator completed
+inside the "on" windows (a comparison with an evaluator that did no work would prove nothing).
+
+The load generator shares the machine with the server: on a small box it takes CPU from it.
 """
 
 from __future__ import annotations
@@ -226,6 +237,119 @@ class InProcess:
         return rss
 
 
+async def _open_loop(url: str, inputs: list, rate: float, window: dict, top_n: int, seed: int) -> dict[str, Any]:
+    """Poisson arrivals at ``rate`` requests/s for ``warmup + duration`` seconds; the requests that
+    arrive after the warm-up are measured, latency from their scheduled arrival to the response."""
+    import httpx
+
+    bodies = [json.dumps({"query": q, "documents": d, "top_n": top_n}).encode() for q, d in inputs]
+    rng = np.random.default_rng(seed)
+    codes: dict[int, int] = {}
+    records: list[tuple[float, float, bool]] = []
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+    headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits, headers=headers) as client:
+        await client.post("/v1/rerank", content=bodies[0])
+
+        async def one(body: bytes, due: float, measured: bool) -> None:
+            response = await client.post("/v1/rerank", content=body)
+            codes[response.status_code] = codes.get(response.status_code, 0) + 1
+            if measured:
+                records.append((due, time.perf_counter(), response.status_code == 200))
+
+        begin = time.perf_counter()
+        measured_from, end = begin + window["warmup"], begin + window["warmup"] + window["duration"]
+        due, tasks, i = begin, [], 0
+        while True:
+            due += float(rng.exponential(1.0 / rate))
+            if due >= end:
+                break
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            tasks.append(asyncio.create_task(one(bodies[i % len(bodies)], due, due >= measured_from)))
+            i += 1
+        await asyncio.gather(*tasks)
+    latencies = [e - s for s, e, ok in records if ok]
+    out: dict[str, Any] = summarise(latencies, sum(1 for *_, ok in records if not ok), window["duration"])
+    out["latencies_s"] = latencies
+    out["offered_rps"] = rate
+    out["status_codes"] = {str(k): v for k, v in sorted(codes.items())}
+    return out
+
+
+def golden_counters(url: str) -> dict[str, float]:
+    """The evaluator's progress from ``/metrics``: golden evaluations (replay, mirror) and failures,
+    and the count and sum of shadow waits on the primary reranker."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {"replay": 0.0, "mirror": 0.0, "failures": 0.0, "shadow_waits": 0.0, "shadow_wait_s": 0.0}
+    for family in text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=30).text):
+        for sample in family.samples:
+            if sample.name == "steadyrank_golden_evaluations_total":
+                out[sample.labels["source"]] += sample.value
+            elif sample.name == "steadyrank_golden_failures_total":
+                out["failures"] += sample.value
+            elif sample.labels.get("deployment") == "reranker" and sample.name.startswith("steadyrank_shadow_wait_seconds"):
+                if sample.name.endswith("_count"):
+                    out["shadow_waits"] += sample.value
+                elif sample.name.endswith("_sum"):
+                    out["shadow_wait_s"] += sample.value
+    return out
+
+
+def compare_shadow(args: argparse.Namespace, log: Any) -> None:
+    """``--shadow both``: user latency with the evaluator off and on, in one run (see the module doc)."""
+    inputs = make_inputs(64, args.docs)
+    windows = {"duration": args.duration, "warmup": args.warmup, "max_duration": args.max_duration,
+               "min_requests": args.min_requests}
+    runs: list[dict[str, Any]] = []
+    rate: float | None = None
+    quality = None
+    for r in range(args.rounds):
+        for shadow in (("off", "on") if r % 2 == 0 else ("on", "off")):
+            settings = bench_settings(args.config, shadow)
+            quality = settings.quality
+            with Server(settings) as server:
+                before = golden_counters(server.url)
+                closed = asyncio.run(_closed_loop(server.url, inputs, 1, windows, args.top_n))
+                if rate is None:
+                    rate = args.load * closed["throughput_rps"]
+                    log(f"open-loop rate {rate:.3f} req/s = {args.load} × the 1-client throughput")
+                poisson = asyncio.run(_open_loop(server.url, inputs, rate, windows, args.top_n, seed=r))
+                after = golden_counters(server.url)
+            work = {k: after[k] - before[k] for k in after}
+            runs.append({"round": r + 1, "shadow": shadow, "closed_1": closed, "poisson": poisson, "evaluator": work})
+            log(f"round {r + 1} shadow {shadow}: closed p95 {closed['p95_ms']:.0f} ms, poisson p95 "
+                f"{poisson['p95_ms']:.0f} ms; replays {work['replay']:.0f}, failures {work['failures']:.0f}")
+    loads = {"closed_1": "closed loop, 1 client", "poisson": f"Poisson {rate:.2f} req/s"}
+    pooled_by = {(load, shadow): pooled([run[load] for run in runs if run["shadow"] == shadow])
+                 for load in loads for shadow in ("off", "on")}
+    replays_on = sum(run["evaluator"]["replay"] for run in runs if run["shadow"] == "on")
+    derived = {load: {"p95_ratio_on_off": pooled_by[(load, "on")]["p95_ms"] / pooled_by[(load, "off")]["p95_ms"],
+                      "p50_ratio_on_off": pooled_by[(load, "on")]["p50_ms"] / pooled_by[(load, "off")]["p50_ms"]}
+               for load in loads}
+    for load in loads:
+        derived[load]["target_p95_ratio<=1.05"] = derived[load]["p95_ratio_on_off"] <= 1.05
+    payload = {
+        "benchmark": "bench_serve", "mode": "shadow comparison", "endpoint": "/v1/rerank",
+        "docs_per_request": args.docs, "top_n": args.top_n, "cpu_count": os.cpu_count(),
+        "quality": None if quality is None else quality.model_dump(mode="json", exclude={"canary"}),
+        "open_loop_rate_rps": rate, "load": args.load,
+        "pooled": {f"{load}/{shadow}": public(v) for (load, shadow), v in pooled_by.items()},
+        "golden_replays_in_on_windows": replays_on,
+        "derived": derived,
+        "runs": [{**run, "closed_1": public(run["closed_1"]), "poisson": public(run["poisson"])} for run in runs],
+    }
+    rows = [[loads[load], shadow, v["requests"], v["errors"], v["throughput_rps"], v["p50_ms"], v["p95_ms"], v["p99_ms"]]
+            for (load, shadow), v in pooled_by.items()]
+    if args.out:
+        Path(args.out).write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    emit(payload, ["load", "evaluator", "requests", "errors", "req/s", "p50 ms", "p95 ms", "p99 ms"], rows,
+         json_only=args.json)
+    print("p95 on/off: " + ", ".join(f"{loads[load]} {derived[load]['p95_ratio_on_off']:.3f}" for load in loads)
+          + f"; golden replays during the 'on' windows: {replays_on:.0f}", file=sys.stderr if args.json else sys.stdout)
+
+
 async def _closed_loop(url: str, inputs: list, level: int, window: dict, top_n: int) -> dict[str, Any]:
     import httpx
 
@@ -298,7 +422,11 @@ def bench_settings(config: str | None, shadow: str) -> Any:
 
 
 class Server:
-    """The application on a local Ray instance, for the duration of a ``with`` block."""
+    """The application on a local Ray instance, for the duration of a ``with`` block.
+
+    Meanwhile the process' standard output goes to standard error: Ray prints raylet and
+    shutdown messages on stdout, which is reserved for the benchmark's JSON.
+    """
 
     def __init__(self, settings: Any) -> None:
         self.settings = settings
@@ -311,6 +439,9 @@ class Server:
         from serve.app import build_app
         from serve.app.default import ensure_index
 
+        sys.stdout.flush()
+        self._stdout = os.dup(1)
+        os.dup2(2, 1)
         settings = self.settings
         ensure_index(settings)
         reserved = settings.deployments.total_cpus(canary=settings.canary is not None,
@@ -336,6 +467,9 @@ class Server:
             ray_serve.shutdown()
         finally:
             ray.shutdown()
+            sys.stdout.flush()
+            os.dup2(self._stdout, 1)
+            os.close(self._stdout)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,8 +478,11 @@ class Server:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=None, help="steadyrank settings file (default: embedded default)")
-    parser.add_argument("--shadow", choices=["on", "off"], default="off",
-                        help="shadow evaluator (quality.enabled) on or off (default %(default)s)")
+    parser.add_argument("--shadow", choices=["on", "off", "both"], default="off",
+                        help="shadow evaluator (quality.enabled) on or off for the whole benchmark, or 'both': "
+                             "compare user latency with it off and on in one run (default %(default)s)")
+    parser.add_argument("--load", type=float, default=0.5,
+                        help="--shadow both: open-loop rate as a fraction of the 1-client throughput (default %(default)s)")
     parser.add_argument("--concurrency", default="1,8,32", help="server closed-loop client counts (default %(default)s)")
     parser.add_argument("--docs", type=int, default=100, help="documents per request (default %(default)s)")
     parser.add_argument("--top-n", type=int, default=10, help="top_n per request (default %(default)s)")
@@ -363,6 +500,10 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="table to stderr, only JSON on stdout")
     args = parser.parse_args()
     levels = sorted({int(x) for x in args.concurrency.split(",") if x.strip()} | {1})
+    log = lambda message: print(f"bench_serve: {message}", file=sys.stderr, flush=True)  # noqa: E731
+    if args.shadow == "both":
+        compare_shadow(args, log)
+        return
 
     def window(level: int, min_requests: int | None = None) -> dict[str, Any]:
         return {"duration": args.duration, "warmup": args.warmup, "max_duration": args.max_duration,
@@ -374,7 +515,6 @@ def main() -> None:
     probe_window = {**window(1, 50), "duration": max(5.0, args.duration / 4)}
     threads = settings.deployments.reranker.torch_threads
     model = settings.reranker_model.model_dump(mode="python")
-    log = lambda message: print(f"bench_serve: {message}", file=sys.stderr, flush=True)  # noqa: E731
     log(f"{args.docs} docs/request, server levels {levels}, {args.rounds} alternating rounds at 1 client, "
         f"shadow {args.shadow}")
 
