@@ -297,6 +297,15 @@ def golden_counters(url: str) -> dict[str, float]:
     return out
 
 
+def ratio_ci(on: list[float], off: list[float], q: float, resamples: int = 2000, seed: int = 0) -> list[float]:
+    """Percentile-bootstrap 95% interval of percentile_q(on) / percentile_q(off), each sample
+    resampled independently (the two windows are independent runs)."""
+    rng = np.random.default_rng(seed)
+    a, b = np.asarray(on), np.asarray(off)
+    ratios = [np.percentile(rng.choice(a, a.size), q) / np.percentile(rng.choice(b, b.size), q) for _ in range(resamples)]
+    return [float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))]
+
+
 def compare_shadow(args: argparse.Namespace, log: Any) -> None:
     """``--shadow both``: user latency with the evaluator off and on, in one run (see the module doc)."""
     inputs = make_inputs(64, args.docs)
@@ -326,6 +335,8 @@ def compare_shadow(args: argparse.Namespace, log: Any) -> None:
                  for load in loads for shadow in ("off", "on")}
     replays_on = sum(run["evaluator"]["replay"] for run in runs if run["shadow"] == "on")
     derived = {load: {"p95_ratio_on_off": pooled_by[(load, "on")]["p95_ms"] / pooled_by[(load, "off")]["p95_ms"],
+                      "p95_ratio_ci95": ratio_ci(pooled_by[(load, "on")]["latencies_s"],
+                                                 pooled_by[(load, "off")]["latencies_s"], 95.0),
                       "p50_ratio_on_off": pooled_by[(load, "on")]["p50_ms"] / pooled_by[(load, "off")]["p50_ms"]}
                for load in loads}
     for load in loads:
@@ -346,7 +357,9 @@ def compare_shadow(args: argparse.Namespace, log: Any) -> None:
         Path(args.out).write_text(json.dumps(payload, indent=2, default=str) + "\n")
     emit(payload, ["load", "evaluator", "requests", "errors", "req/s", "p50 ms", "p95 ms", "p99 ms"], rows,
          json_only=args.json)
-    print("p95 on/off: " + ", ".join(f"{loads[load]} {derived[load]['p95_ratio_on_off']:.3f}" for load in loads)
+    print("p95 on/off: " + ", ".join(f"{loads[load]} {derived[load]['p95_ratio_on_off']:.3f} (95% CI "
+                                     f"{derived[load]['p95_ratio_ci95'][0]:.3f}–{derived[load]['p95_ratio_ci95'][1]:.3f})"
+                                     for load in loads)
           + f"; golden replays during the 'on' windows: {replays_on:.0f}", file=sys.stderr if args.json else sys.stdout)
 
 

@@ -56,7 +56,7 @@ class QualitySettings(BaseModel):
         0.05, ge=0, description="a shadow chunk starts only after the replica had no user work for this long (s)"
     )
     shadow_max_wait_s: float = Field(
-        10.0, ge=0, description="a shadow chunk that waited this long runs anyway, so sustained load cannot starve "
+        20.0, ge=0, description="a shadow chunk that waited this long runs anyway, so sustained load cannot starve "
                                 "the evaluator (s)"
     )
     canary: CanaryRules = Field(default_factory=CanaryRules)
