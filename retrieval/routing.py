@@ -102,34 +102,42 @@ class RoutingSignals:
         return asdict(self)
 
 
+#: Reason codes of a routing decision (low-cardinality: metric labels, counts by reason).
+REASON_CODES = ("dense_margin", "rerank_entropy", "tie_at_top_n", "overlap", "route")
+
+
 @dataclass(frozen=True)
 class RoutingDecision:
-    """How many candidates to rerank and why. ``escalated``: more than ``k_low`` are reranked."""
+    """How many candidates to rerank and why. ``escalated``: more than ``k_low`` are reranked.
+
+    ``reasons`` are human-readable (with the signal values); ``codes[i]`` is the
+    :data:`REASON_CODES` entry of ``reasons[i]``.
+    """
 
     k_rerank: int
     escalated: bool
     reasons: tuple[str, ...]
+    codes: tuple[str, ...]
 
 
-def fired_signals(signals: RoutingSignals, settings: RoutingSettings) -> tuple[str, ...]:
-    """A reason string for every enabled signal that fires."""
-    reasons = []
+def fired_signals(signals: RoutingSignals, settings: RoutingSettings) -> tuple[tuple[str, str], ...]:
+    """``(code, reason)`` for every enabled signal that fires."""
+    fired = []
     if settings.margin_below is not None and signals.dense_margin is not None:
         if signals.dense_margin < settings.margin_below:
-            reasons.append(
-                f"dense_margin {signals.dense_margin:.4f} < {settings.margin_below:.4f} (cos@1 − cos@{settings.margin_at})"
-            )
+            fired.append(("dense_margin", f"dense_margin {signals.dense_margin:.4f} < {settings.margin_below:.4f} "
+                                          f"(cos@1 − cos@{settings.margin_at})"))
     if settings.entropy_above is not None and signals.rerank_entropy is not None:
         if signals.rerank_entropy > settings.entropy_above:
-            reasons.append(f"rerank_entropy {signals.rerank_entropy:.4f} > {settings.entropy_above:.4f}")
+            fired.append(("rerank_entropy",
+                          f"rerank_entropy {signals.rerank_entropy:.4f} > {settings.entropy_above:.4f}"))
     if settings.tie_enabled and signals.tie_at_top_n:
-        reasons.append(f"tie group straddles top_n={settings.top_n}")
+        fired.append(("tie_at_top_n", f"tie group straddles top_n={settings.top_n}"))
     if settings.overlap_below is not None and signals.overlap is not None:
         if signals.overlap < settings.overlap_below:
-            reasons.append(
-                f"overlap@{settings.overlap_at} {signals.overlap:.2f} < {settings.overlap_below:.2f} (dense vs bm25)"
-            )
-    return tuple(reasons)
+            fired.append(("overlap", f"overlap@{settings.overlap_at} {signals.overlap:.2f} < "
+                                     f"{settings.overlap_below:.2f} (dense vs bm25)"))
+    return tuple(fired)
 
 
 def decide(signals: RoutingSignals, settings: RoutingSettings, route: Route = "dynamic") -> RoutingDecision:
@@ -140,14 +148,15 @@ def decide(signals: RoutingSignals, settings: RoutingSettings, route: Route = "d
     low = min(settings.k_low, signals.n_candidates)
     high = min(settings.k_high, signals.n_candidates)
     if route == "fixed50":
-        return RoutingDecision(low, False, ("route fixed50: rerank k_low",))
+        return RoutingDecision(low, False, ("route fixed50: rerank k_low",), ("route",))
     if route == "fixed100":
-        return RoutingDecision(high, high > low, ("route fixed100: rerank k_high",))
+        return RoutingDecision(high, high > low, ("route fixed100: rerank k_high",), ("route",))
     if route != "dynamic":
         raise ValueError(f"unknown route {route!r}; choose one of {', '.join(ROUTES)}")
-    reasons = fired_signals(signals, settings)
-    escalate = bool(reasons) and high > low
-    return RoutingDecision(high if escalate else low, escalate, reasons)
+    fired = fired_signals(signals, settings)
+    escalate = bool(fired) and high > low
+    return RoutingDecision(high if escalate else low, escalate,
+                           tuple(reason for _, reason in fired), tuple(code for code, _ in fired))
 
 
 # ---- signals ---------------------------------------------------------------------------------

@@ -544,11 +544,15 @@ class IndexStore:
         depth: int = 100,
         rrf_k: float = DEFAULT_RRF_K,
         rrf_weights: tuple[float, float] = (1.0, 1.0),
+        vector: np.ndarray | None = None,
     ) -> Candidates:
         """Top ``depth`` documents for ``query``.
 
         ``dense``: cosine of unit vectors via FAISS. ``bm25``: BM25 (documents with a positive score
         only). ``hybrid``: RRF (``rrf_k``, weights for (dense, bm25)) of the top ``depth`` of each.
+        ``vector``: the query's unit vector (``dim`` float32 values) computed by the caller with the
+        index's embedder (e.g. a batched embedding service); without it the store's embedder
+        encodes ``query``.
         """
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -557,9 +561,15 @@ class IndexStore:
         timings: dict[str, float] = {}
         dense = sparse = None
         if mode in ("dense", "hybrid"):
-            started = time.perf_counter()
-            vector = self.encode_query(query)
-            timings["embed"] = time.perf_counter() - started
+            if vector is None:
+                started = time.perf_counter()
+                vector = self.encode_query(query)
+                timings["embed"] = time.perf_counter() - started
+            else:
+                try:
+                    vector = check_vectors(np.reshape(vector, (1, -1)), 1, int(self.manifest["embedder"]["dim"]))
+                except ValueError as exc:
+                    raise ValueError(f"query vector: {exc}") from None
         with self._mutex:
             if mode in ("dense", "hybrid"):
                 started = time.perf_counter()

@@ -326,27 +326,16 @@ def record_ties(recorder: Recorder, straddling_size: int, rescored: int) -> None
 # ---------------------------------------------------------------------------------------------
 
 
-class _GivenVector:
-    """Stands in for the embedder inside ``IndexStore``: returns the query vector the Embedder
-    deployment computed (set per call in the searching thread), so the Retriever loads no model."""
+@dataclass(frozen=True)
+class _EmbedderIdentity:
+    """The embedder as the Retriever's index store sees it: its identity (checked against the
+    manifest when the index opens), no weights; query vectors come from the Embedder deployment."""
 
-    def __init__(self, model_id: str, dim: int) -> None:
-        self.model_id = model_id
-        self.dim = dim
-        self._local = threading.local()
+    model_id: str
+    dim: int
 
     def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
-        vector = getattr(self._local, "vector", None)
-        if vector is None or len(texts) != 1:
-            raise RuntimeError("the Retriever encodes no text itself: pass the query vector")
-        return vector
-
-    def search(self, store: Any, vector: np.ndarray | None, **kwargs: Any) -> Any:
-        self._local.vector = None if vector is None else np.asarray(vector, dtype=np.float32).reshape(1, self.dim)
-        try:
-            return store.search(**kwargs)
-        finally:
-            self._local.vector = None
+        raise RuntimeError("the Retriever encodes no text itself: pass the query vector")
 
 
 @ray_serve.deployment(name="Retriever")
@@ -361,8 +350,7 @@ class Retriever:
         _set_torch_threads(settings.deployments.retriever.torch_threads)
         self.path = ensure_index(settings)
         model_id, dim = embedder_identity(settings.embedder)
-        self.vectors = _GivenVector(model_id, dim)
-        self.store = IndexStore.open(self.path, self.vectors)
+        self.store = IndexStore.open(self.path, _EmbedderIdentity(model_id, dim))
         self.executor = _model_executor()
         self.search_settings = settings.search
         self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
@@ -382,8 +370,8 @@ class Retriever:
         if mode != "bm25" and vector is None:
             raise InvalidRequest(f"mode {mode!r} needs the query vector")
         try:
-            found = self.vectors.search(self.store, vector, query=query, mode=mode, depth=depth,
-                                        rrf_k=s.rrf_k, rrf_weights=tuple(s.rrf_weights))
+            found = self.store.search(query, mode=mode, depth=depth, rrf_k=s.rrf_k,
+                                      rrf_weights=tuple(s.rrf_weights), vector=vector)
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
         docs = [self.store.document(doc_id) for doc_id in found.doc_ids]
@@ -415,15 +403,6 @@ class SearchCall(BaseModel):
     variant: Variant = "primary"
     route: Literal["dynamic", "fixed50", "fixed100"] | None = None
     return_documents: bool = True
-
-
-def reason_label(reason: str) -> str:
-    """The low-cardinality ``reason`` label of a routing reason string."""
-    for prefix, label in (("dense_margin", "dense_margin"), ("rerank_entropy", "rerank_entropy"),
-                          ("tie group", "tie_at_top_n"), ("overlap", "overlap"), ("route ", "route")):
-        if reason.startswith(prefix):
-            return label
-    return "other"
 
 
 @ray_serve.deployment(name="Searcher")
@@ -585,6 +564,6 @@ class Searcher:
         rec.observe("steadyrank_candidates_reranked", k)
         rec.inc("steadyrank_route_decisions_total", escalated="true" if decision.escalated else "false")
         if decision.escalated:
-            for reason in {reason_label(r) for r in decision.reasons}:
-                rec.inc("steadyrank_escalations_total", reason=reason)
+            for code in set(decision.codes):
+                rec.inc("steadyrank_escalations_total", reason=code)
         record_ties(rec, meta["tie_group_size_at_cutoff"], meta["rescored_ties"])

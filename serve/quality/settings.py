@@ -53,7 +53,8 @@ class QualitySettings(BaseModel):
                              "a user request can find ahead of it (see serve.app.priority)"
     )
     shadow_idle_s: float = Field(
-        0.05, ge=0, description="a shadow chunk starts only after the replica had no user work for this long (s)"
+        0.25, ge=0, description="a shadow chunk starts only after the replica had no user work for this long (s); "
+                              "longer than the gap between the back-to-back requests of a busy client"
     )
     shadow_max_wait_s: float = Field(
         20.0, ge=0, description="a shadow chunk that waited this long runs anyway, so sustained load cannot starve "

@@ -12,6 +12,7 @@ import pytest
 from retrieval.calibration import Observation, calibrate
 from retrieval.pipeline import rerank_candidates, serve_order
 from retrieval.routing import (
+    REASON_CODES,
     RoutingSettings,
     RoutingSignals,
     decide,
@@ -51,19 +52,20 @@ def test_quiet_query_stays_at_k_low():
 
 
 @pytest.mark.parametrize(
-    ("change", "reason"),
+    ("change", "reason", "code"),
     [
-        ({"dense_margin": 0.01}, "dense_margin"),
-        ({"rerank_entropy": 0.999}, "rerank_entropy"),
-        ({"tie_at_top_n": True}, "tie group straddles top_n=10"),
-        ({"overlap": 0.1}, "overlap@10"),
+        ({"dense_margin": 0.01}, "dense_margin", "dense_margin"),
+        ({"rerank_entropy": 0.999}, "rerank_entropy", "rerank_entropy"),
+        ({"tie_at_top_n": True}, "tie group straddles top_n=10", "tie_at_top_n"),
+        ({"overlap": 0.1}, "overlap@10", "overlap"),
     ],
 )
-def test_each_signal_escalates_with_its_reason(change, reason):
+def test_each_signal_escalates_with_its_reason(change, reason, code):
     signals = RoutingSignals(**{**QUIET.to_json(), **change})
     decision = decide(signals, RoutingSettings())
     assert decision.k_rerank == 100 and decision.escalated
     assert len(decision.reasons) == 1 and reason in decision.reasons[0]
+    assert decision.codes == (code,)
 
 
 def test_disabled_or_missing_signals_never_fire_and_reasons_accumulate():
@@ -71,6 +73,7 @@ def test_disabled_or_missing_signals_never_fire_and_reasons_accumulate():
     off = RoutingSettings(margin_below=None, entropy_above=None, tie_enabled=False, overlap_below=None)
     assert decide(loud, off).k_rerank == 50
     assert len(decide(loud, RoutingSettings()).reasons) == 4
+    assert decide(loud, RoutingSettings()).codes == REASON_CODES[:4]
     assert decide(RoutingSignals(n_candidates=100), RoutingSettings()).k_rerank == 50  # nothing measured
 
 

@@ -47,6 +47,24 @@ def test_flat_store_matches_definitions_and_survives_reload(tmp_path, embedder, 
         assert snapshot(again) == first
 
 
+def test_search_by_precomputed_vector_needs_no_embedder(tmp_path, embedder, documents):
+    build_index(tmp_path / "idx", documents, embedder)
+    with IndexStore.open(tmp_path / "idx", embedder) as encoding, IndexStore.open(tmp_path / "idx") as bare:
+        for q in QUERIES:
+            vector = embedder.encode([q])[0]
+            for mode in ("dense", "hybrid"):
+                want = encoding.search(q, mode=mode, depth=20)
+                got = bare.search(q, mode=mode, depth=20, vector=vector)
+                assert got.doc_ids == want.doc_ids and got.scores.tolist() == want.scores.tolist()
+                assert "embed" not in got.timings
+        with pytest.raises(ValueError, match="need the index's embedder"):
+            bare.search(QUERIES[0], mode="dense")
+        with pytest.raises(ValueError, match="query vector: .*expected"):
+            bare.search(QUERIES[0], mode="dense", vector=np.ones(3, np.float32) / np.sqrt(3))
+        with pytest.raises(ValueError, match="query vector: .*unit vectors"):
+            bare.search(QUERIES[0], mode="dense", vector=2 * embedder.encode([QUERIES[0]])[0])
+
+
 @pytest.mark.parametrize("factory", ["HNSW32,Flat", "IVF8,SQ8", "PCA32,IVF8,PQ8x4"])
 def test_dense_index_write_read_round_trip_is_identical(tmp_path, embedder, factory):
     docs = synthetic_documents(800)
