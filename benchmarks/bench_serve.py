@@ -61,6 +61,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._report import emit  # noqa: E402
 
 API_KEY = "bench-key"
+HEADERS = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,6 +83,17 @@ def make_inputs(n_requests: int, n_docs: int) -> list[tuple[str, list[str]]]:
         # several requests cannot save work by encoding a shared passage once (a bi-encoder would)
         out.append((queries[i % len(queries)], [f"[{i}.{k}] {passages[j]}" for k, j in enumerate(picks)]))
     return out
+
+
+def window_limits(args: argparse.Namespace, level: int, min_requests: int | None = None) -> dict[str, Any]:
+    """A measured window's limits (:class:`Window`) for ``level`` clients, from the command line."""
+    return {"duration": args.duration, "warmup": args.warmup, "max_duration": args.max_duration,
+            "min_requests": max(min_requests or args.min_requests, level)}
+
+
+def rerank_bodies(inputs: list[tuple[str, list[str]]], top_n: int) -> list[bytes]:
+    """The ``/v1/rerank`` JSON bodies of ``inputs``."""
+    return [json.dumps({"query": q, "documents": d, "top_n": top_n}).encode() for q, d in inputs]
 
 
 class Window:
@@ -242,13 +254,12 @@ async def _open_loop(url: str, inputs: list, rate: float, window: dict, top_n: i
     arrive after the warm-up are measured, latency from their scheduled arrival to the response."""
     import httpx
 
-    bodies = [json.dumps({"query": q, "documents": d, "top_n": top_n}).encode() for q, d in inputs]
+    bodies = rerank_bodies(inputs, top_n)
     rng = np.random.default_rng(seed)
     codes: dict[int, int] = {}
     records: list[tuple[float, float, bool]] = []
     limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
-    headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
-    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits, headers=headers) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits, headers=HEADERS) as client:
         await client.post("/v1/rerank", content=bodies[0])
 
         async def one(body: bytes, due: float, measured: bool) -> None:
@@ -309,8 +320,7 @@ def ratio_ci(on: list[float], off: list[float], q: float, resamples: int = 2000,
 def compare_shadow(args: argparse.Namespace, log: Any) -> None:
     """``--shadow both``: user latency with the evaluator off and on, in one run (see the module doc)."""
     inputs = make_inputs(64, args.docs)
-    windows = {"duration": args.duration, "warmup": args.warmup, "max_duration": args.max_duration,
-               "min_requests": args.min_requests}
+    windows = window_limits(args, 1)
     runs: list[dict[str, Any]] = []
     rate: float | None = None
     quality = None
@@ -366,12 +376,11 @@ def compare_shadow(args: argparse.Namespace, log: Any) -> None:
 async def _closed_loop(url: str, inputs: list, level: int, window: dict, top_n: int) -> dict[str, Any]:
     import httpx
 
-    bodies = [json.dumps({"query": q, "documents": d, "top_n": top_n}).encode() for q, d in inputs]
+    bodies = rerank_bodies(inputs, top_n)
     codes: dict[int, int] = {}
     counter = 0
     limits = httpx.Limits(max_connections=level + 4, max_keepalive_connections=level + 4)
-    headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
-    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits, headers=headers) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits, headers=HEADERS) as client:
         await client.post("/v1/rerank", content=bodies[0])  # connection and replicas warm
         w = Window(level, **window)
 
@@ -518,14 +527,10 @@ def main() -> None:
         compare_shadow(args, log)
         return
 
-    def window(level: int, min_requests: int | None = None) -> dict[str, Any]:
-        return {"duration": args.duration, "warmup": args.warmup, "max_duration": args.max_duration,
-                "min_requests": max(min_requests or args.min_requests, level)}
-
     settings = bench_settings(args.config, args.shadow)
     inputs = make_inputs(64, args.docs)
     probe_inputs = [(q, d[: args.probe_docs]) for q, d in inputs]
-    probe_window = {**window(1, 50), "duration": max(5.0, args.duration / 4)}
+    probe_window = {**window_limits(args, 1, 50), "duration": max(5.0, args.duration / 4)}
     threads = settings.deployments.reranker.torch_threads
     model = settings.reranker_model.model_dump(mode="python")
     log(f"{args.docs} docs/request, server levels {levels}, {args.rounds} alternating rounds at 1 client, "
@@ -541,8 +546,8 @@ def main() -> None:
         for r in range(args.rounds):  # alternate, so slow drifts of a shared machine hit both alike
             one: dict[str, Any] = {}
             if inproc is not None:
-                one["inprocess"] = inproc.run(1, inputs, window(1))
-            one["server"] = server_loop(inputs, 1, window(1))
+                one["inprocess"] = inproc.run(1, inputs, window_limits(args, 1))
+            one["server"] = server_loop(inputs, 1, window_limits(args, 1))
             if inproc is not None:
                 one["inprocess_probe"] = inproc.run(1, probe_inputs, probe_window)
             one["server_probe"] = server_loop(probe_inputs, 1, probe_window)
@@ -552,7 +557,7 @@ def main() -> None:
         server_levels = {1: pooled([r["server"] for r in rounds])}
         for level in levels:
             if level != 1:
-                server_levels[level] = server_loop(inputs, level, window(level))
+                server_levels[level] = server_loop(inputs, level, window_limits(args, level))
                 log(f"server c={level}: {server_levels[level]['throughput_rps']:.2f} req/s, "
                     f"p50 {server_levels[level]['p50_ms']:.0f} ms")
         rss = server_rss()

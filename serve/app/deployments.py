@@ -36,6 +36,7 @@ from ray import serve as ray_serve
 
 from serve.app.priority import ShadowGate, chunks
 from serve.app.settings import Settings, load_settings
+from serve.runtime.errors import check_rerank_args, check_texts
 from serve.app.telemetry import MetricsStore, Recorder
 
 logger = logging.getLogger("steadyrank.app")
@@ -73,12 +74,10 @@ def _set_torch_threads(threads: int | None) -> None:
 
 
 def _check_texts(texts: Any, what: str) -> list[str]:
-    if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
+    """A handle caller's texts: a list or tuple of strings (``check_texts`` checks the items)."""
+    if not isinstance(texts, (list, tuple)):
         raise InvalidRequest(f"{what} must be a list of strings")
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise InvalidRequest(f"{what}[{i}] must be a string, got {type(text).__name__}")
-    return list(texts)
+    return check_texts(texts, what)
 
 
 def _run_isolated(jobs: list[Any], run: Any) -> list[Any]:
@@ -196,7 +195,7 @@ class Reranker:
         self.executor = _model_executor()
         self.role = role
         self.label = "reranker" if role == "primary" else "canary_reranker"
-        self.rescore_on = model.rescore_boundary_ties and model.scoring == "hps" and model.precision != "fp32"
+        self.rescore_on = model.rescores_boundary_ties
         quality = settings.quality
         self.gate = ShadowGate(quality.shadow_idle_s, quality.shadow_max_wait_s)
         self.shadow_chunk_docs = quality.shadow_chunk_docs
@@ -265,13 +264,7 @@ class Reranker:
         from serve.runtime.rescoring import resolve_boundary
 
         started = time.perf_counter()
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidRequest("query must be a non-empty string")
-        documents = _check_texts(documents, "documents")
-        if not documents:
-            raise InvalidRequest("documents must not be empty")
-        if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
-            raise InvalidRequest(f"top_n must be a positive integer, got {top_n!r}")
+        documents = check_rerank_args(query, _check_texts(documents, "documents"), top_n)
         scored = await self.score(query, documents)
         keys = scored["keys"]
         group = straddling_group(keys, top_n) if top_n is not None and top_n < keys.size else None
@@ -420,7 +413,7 @@ class Searcher:
         self.rerankers = {"primary": reranker, "canary": canary}
         models = {"primary": settings.reranker_model, "canary": settings.canary}
         self.rescore_on = {
-            v: m is not None and m.rescore_boundary_ties and m.scoring == "hps" and m.precision != "fp32"
+            v: m is not None and m.rescores_boundary_ties
             for v, m in models.items()
         }
         self.facts: dict[str, dict[str, Any]] = {}

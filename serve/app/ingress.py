@@ -90,6 +90,11 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
         ref_template="#/components/schemas/{model}")}}}}
 
 
+def _errors(*codes: int) -> dict[int, dict[str, Any]]:
+    """OpenAPI ``responses`` of a scoring route: the JSON error body for each status code."""
+    return {code: {"model": protocol.ErrorResponse} for code in codes}
+
+
 def root_cause(exc: BaseException) -> BaseException:
     """The exception a replica raised, out of Ray's wrappers."""
     seen = 0
@@ -295,7 +300,7 @@ class Ingress:
 
     @app.post("/v1/rerank", tags=["scoring"], openapi_extra=_schema(protocol.RerankRequest),
               response_model=protocol.RerankResponse,
-              responses={code: {"model": protocol.ErrorResponse} for code in (400, 401, 404, 413, 422, 503, 504)})
+              responses=_errors(400, 401, 404, 413, 422, 503, 504))
     async def rerank(self, request: Request) -> Response:
         """Cohere/Jina-shaped rerank. Results by score descending, ties by input index."""
         return await self._serve("rerank", request, self._rerank)
@@ -338,7 +343,7 @@ class Ingress:
 
     @app.post("/v1/search", tags=["scoring"], openapi_extra=_schema(protocol.SearchRequest),
               response_model=protocol.SearchResponse,
-              responses={code: {"model": protocol.ErrorResponse} for code in (400, 401, 413, 422, 503, 504)})
+              responses=_errors(400, 401, 413, 422, 503, 504))
     async def search(self, request: Request) -> Response:
         """Retrieve (dense, BM25 or hybrid), rerank with dynamic K, return the top ``top_n``."""
         return await self._serve("search", request, self._search)
@@ -391,7 +396,7 @@ class Ingress:
 
     @app.post("/v1/embeddings", tags=["scoring"], openapi_extra=_schema(protocol.EmbeddingRequest),
               response_model=protocol.EmbeddingResponse,
-              responses={code: {"model": protocol.ErrorResponse} for code in (400, 401, 404, 413, 422, 503, 504)})
+              responses=_errors(400, 401, 404, 413, 422, 503, 504))
     async def embeddings(self, request: Request) -> Response:
         """OpenAI-shaped embeddings (L2-normalised; FP32-normalised under HPS)."""
         return await self._serve("embeddings", request, self._embeddings)

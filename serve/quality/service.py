@@ -121,7 +121,7 @@ class QualityService:
         golden = self.golden.queries.get(str(golden_id)) if golden_id else self.golden.match(event["query"])
         if golden_id and golden is None:
             logger.warning("X-Golden-Query-Id %r is not in the golden set", golden_id)
-        primary = [(str(c["id"]), float(c["relevance_score"])) for c in event["candidates"]]
+        primary = served_candidates(event)
         if golden is not None and self.rng.random() < self.settings.mirror_fraction and primary:
             try:
                 self.window.add(evaluate_ranking(golden, primary, variant="primary", source="mirror",

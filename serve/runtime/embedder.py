@@ -8,21 +8,10 @@ import numpy as np
 import torch
 
 from serve.runtime import hps
-from serve.runtime.errors import InvalidInputError
+from serve.runtime.errors import check_texts
 from serve.runtime.loading import ModelSpec
 from serve.runtime.settings import ModelSettings
 from serve.runtime.transformers_backend import TransformersBackend
-
-
-def check_texts(texts: Sequence[str], what: str) -> list[str]:
-    """``texts`` as a list, refusing anything that is not a string."""
-    if isinstance(texts, str):
-        raise InvalidInputError(f"{what} must be a list of strings, got a single string")
-    items = list(texts)
-    for i, text in enumerate(items):
-        if not isinstance(text, str):
-            raise InvalidInputError(f"{what}[{i}] must be a string, got {type(text).__name__}")
-    return items
 
 
 class Embedder:

@@ -20,8 +20,8 @@ import torch
 
 from metrics import tie_groups
 from serve.runtime import hps
-from serve.runtime.embedder import Embedder, check_texts
-from serve.runtime.errors import InvalidInputError
+from serve.runtime.embedder import Embedder
+from serve.runtime.errors import InvalidInputError, check_rerank_args
 from serve.runtime.loading import ModelSpec
 from serve.runtime.rescoring import resolve_boundary
 from serve.runtime.settings import ModelSettings
@@ -116,20 +116,13 @@ class Scorer(ABC):
         With ``rescore_boundary_ties`` (HPS, precision below FP32), a tie group straddling
         ``top_n`` is re-run in FP32 and ordered by those scores (see :mod:`serve.runtime.rescoring`).
         """
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInputError("query must be a non-empty string")
-        docs = check_texts(documents, "documents")
-        if not docs:
-            raise InvalidInputError("documents must not be empty")
-        if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
-            raise InvalidInputError(f"top_n must be a positive integer, got {top_n!r}")
+        docs = check_rerank_args(query, documents, top_n)
         scored = self._score([(query, d) for d in docs])
-        rescore_on = self.settings.rescore_boundary_ties and self.scoring == "hps" and self.precision != "fp32"
 
         def rescore(indices: np.ndarray) -> np.ndarray:
             return self.fp32_twin()._score([(query, docs[i]) for i in indices]).keys
 
-        resolution = resolve_boundary(scored.keys, top_n, rescore if rescore_on else None)
+        resolution = resolve_boundary(scored.keys, top_n, rescore if self.settings.rescores_boundary_ties else None)
         return RerankOutput(
             scores=scored.scores,
             logits=scored.logits,

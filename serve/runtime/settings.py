@@ -65,6 +65,11 @@ class ModelSettings(BaseModel):
         """``path`` as a :class:`Path`, the bundled MiniLM when unset."""
         return Path(self.path).expanduser() if self.path is not None else bundled_embedder_path()
 
+    @property
+    def rescores_boundary_ties(self) -> bool:
+        """Boundary re-scoring is in effect: asked for, under HPS, with a forward pass below FP32."""
+        return self.rescore_boundary_ties and self.scoring == "hps" and self.precision != "fp32"
+
     @field_validator("prompt_template")
     @classmethod
     def _template_has_slots(cls, template: str) -> str:

@@ -123,6 +123,16 @@ def anon_client(serve_app: ServeApp) -> Iterator[httpx.Client]:
         yield c
 
 
+def wait_until(predicate: Callable[[], Any], timeout_s: float, step_s: float = 0.5) -> Any:
+    """Poll ``predicate`` until it returns something truthy or ``timeout_s`` passed; its last value."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = predicate()
+        if result or time.monotonic() > deadline:
+            return result
+        time.sleep(step_s)
+
+
 def parse_metrics(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Prometheus text → ``{(sample name, sorted labels): value}``."""
     from prometheus_client.parser import text_string_to_metric_families

@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.serve.conftest import APP_NAME, ServeApp
+from tests.serve.conftest import APP_NAME, ServeApp, wait_until
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -22,17 +22,6 @@ DOCS = [
     "du -sh summarises how much space a directory uses",
     "ip addr shows the network interfaces and their addresses",
 ]
-
-
-def wait_for(predicate, timeout: float = 15.0, interval: float = 0.25):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 def value(metrics: dict, name: str, **labels: str) -> float:
@@ -327,7 +316,7 @@ def test_metrics_reach_the_hub_from_every_replica(client: httpx.Client, metrics_
             value(m, "steadyrank_stage_duration_seconds_count", stage="retrieve") > \
             value(before, "steadyrank_stage_duration_seconds_count", stage="retrieve") else None
 
-    m = wait_for(arrived)
+    m = wait_until(arrived, 15.0, 0.25)
     assert m, "search metrics did not reach /metrics"
     # ingress: requests and latency
     assert value(m, "steadyrank_requests_total", endpoint="rerank", code="400") >= 1

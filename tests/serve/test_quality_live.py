@@ -14,29 +14,19 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
+from tests.serve.conftest import wait_until
+
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "rules.yml"
 
 
 def _value(metrics: dict, name: str, **labels: str) -> float:
     return sum(v for (n, ls), v in metrics.items() if n == name and labels.items() <= dict(ls).items())
-
-
-def _wait_until(predicate, timeout_s: float, step_s: float = 0.5):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            return result
-        time.sleep(step_s)
 
 
 def test_shadow_replays_are_not_user_traffic(serve_app, handle, metrics_text):
@@ -49,7 +39,7 @@ def test_shadow_replays_are_not_user_traffic(serve_app, handle, metrics_text):
         return now if _value(now, "steadyrank_golden_evaluations_total", source="replay") > _value(
             before, "steadyrank_golden_evaluations_total", source="replay") else None
 
-    after = _wait_until(replays_visible, 20)
+    after = wait_until(replays_visible, 20)
     assert after, "golden replay evaluations never reached /metrics"
     # the replays went through the Searcher, but no user /v1/search request was counted
     assert _value(after, "steadyrank_requests_total", endpoint="search") == _value(
@@ -85,7 +75,7 @@ def test_golden_query_header_is_mirrored(serve_app, client, handle):
     response = client.post("/v1/search", json={"query": "anything at all", "top_n": 5},
                            headers={"X-Golden-Query-Id": "q01"})
     assert response.status_code == 200
-    mirrored = _wait_until(
+    mirrored = wait_until(
         lambda: handle("ShadowEvaluator").status.remote().result(timeout_s=60)["mirrored"] > before, 30)
     assert mirrored, "a search carrying X-Golden-Query-Id was not evaluated"
 
@@ -145,7 +135,7 @@ def test_real_prometheus_scrapes_series_and_fires_an_alert(serve_app, client, ha
     )
     api = f"http://127.0.0.1:{port}"
     try:
-        assert _wait_until(lambda: _ok(f"{api}/-/ready"), 60), "prometheus did not become ready"
+        assert wait_until(lambda: _ok(f"{api}/-/ready"), 60), "prometheus did not become ready"
         assert client.post("/v1/search", json={"query": "how do I list open ports", "top_n": 3}).status_code == 200
         handle("ShadowEvaluator").replay_now.remote().result(timeout_s=300)
 
@@ -153,16 +143,16 @@ def test_real_prometheus_scrapes_series_and_fires_an_alert(serve_app, client, ha
             response = httpx.get(f"{api}/api/v1/query", params={"query": expr}, timeout=10).json()
             return response["data"]["result"] if response.get("status") == "success" else []
 
-        assert _wait_until(lambda: query('steadyrank_requests_total{endpoint="search"}'), 60), "request series missing"
-        golden = _wait_until(lambda: query('steadyrank_golden_quality{variant="primary",metric="ndcg",k="10"}'), 60)
+        assert wait_until(lambda: query('steadyrank_requests_total{endpoint="search"}'), 60), "request series missing"
+        golden = wait_until(lambda: query('steadyrank_golden_quality{variant="primary",metric="ndcg",k="10"}'), 60)
         assert {series["metric"]["stat"] for series in golden} >= {"expected", "min", "max", "range", "bias", "oblivious"}
-        assert _wait_until(lambda: query("steadyrank_golden_proc_ratio"), 30), "PROC ratio series missing"
+        assert wait_until(lambda: query("steadyrank_golden_proc_ratio"), 30), "PROC ratio series missing"
 
         def firing() -> list:
             alerts = httpx.get(f"{api}/api/v1/alerts", timeout=10).json()["data"]["alerts"]
             return [a for a in alerts if a["labels"]["alertname"] == "SteadyrankGoldenRaNWGLow" and a["state"] == "firing"]
 
-        assert _wait_until(firing, 60), "SteadyrankGoldenRaNWGLow did not fire"
+        assert wait_until(firing, 60), "SteadyrankGoldenRaNWGLow did not fire"
         rules = httpx.get(f"{api}/api/v1/rules", timeout=10).json()["data"]["groups"]
         assert all(rule["health"] in ("ok", "unknown") for group in rules for rule in group["rules"])
     finally:
