@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from serve.runtime import ModelSettings, bundled_embedder_path, hps, load_embedder, load_scorer
+from steadyrank.serve.runtime import ModelSettings, bundled_embedder_path, hps, load_embedder, load_scorer
 
 BATCH, LENGTH = 32, 256
 

@@ -18,7 +18,7 @@ import tracemalloc
 import numpy as np
 
 from _report import emit, timed  # benchmarks/ is on sys.path when run as a script
-from metrics import evaluate, evaluate_arrays
+from steadyrank.metrics import evaluate, evaluate_arrays
 
 MEASURES = ["ndcg@10", "mrr@10", "map@10", "recall@10"]
 

@@ -33,15 +33,15 @@ import faiss
 import numpy as np
 from tqdm import tqdm
 
-from metrics import evaluate
-from metrics.io import read_beir
-from retrieval.calibration import calibrate, observe, replay_route
-from retrieval.corpus import read_documents
-from retrieval.dense import DenseIndex, DenseSettings
-from retrieval.pipeline import Ranked, latency_summary, rerank_candidates
-from retrieval.routing import RoutingSettings
-from retrieval.store import MODES, IndexStore, build_index, embed_documents
-from serve.commands.output import dumps_json, format_table
+from steadyrank.metrics import evaluate
+from steadyrank.metrics.io import read_beir
+from steadyrank.retrieval.calibration import calibrate, observe, replay_route
+from steadyrank.retrieval.corpus import read_documents
+from steadyrank.retrieval.dense import DenseIndex, DenseSettings
+from steadyrank.retrieval.pipeline import Ranked, latency_summary, rerank_candidates
+from steadyrank.retrieval.routing import RoutingSettings
+from steadyrank.retrieval.store import MODES, IndexStore, build_index, embed_documents
+from steadyrank.serve.commands.output import dumps_json, format_table
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "trec-dl-2019-subset"
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
 
-    from serve.runtime import ModelSettings, load_embedder, load_scorer
+    from steadyrank.serve.runtime import ModelSettings, load_embedder, load_scorer
 
     beir = read_beir(args.data)
     documents = read_documents(args.data)

@@ -70,8 +70,8 @@ HEADERS = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/js
 
 def make_inputs(n_requests: int, n_docs: int) -> list[tuple[str, list[str]]]:
     """(query, documents) pairs from the demo data: each demo query with ``n_docs`` distinct passages."""
-    from retrieval.corpus import read_documents, read_queries
-    from serve.app.default import DEMO_DIR
+    from steadyrank.retrieval.corpus import read_documents, read_queries
+    from steadyrank.serve.app.default import DEMO_DIR
 
     passages = [d.full_text for d in read_documents(DEMO_DIR / "corpus.jsonl")]
     queries = list(read_queries(DEMO_DIR / "queries.jsonl").values())
@@ -190,7 +190,7 @@ def _inprocess_child(model: dict, threads: int | None, top_n: int, conn: Any) ->
     ``None`` → reply with the peak RSS and exit."""
     import torch
 
-    from serve.runtime import ModelSettings, load_scorer
+    from steadyrank.serve.runtime import ModelSettings, load_scorer
 
     if threads:
         torch.set_num_threads(threads)
@@ -424,8 +424,8 @@ def _free_port() -> int:
 
 
 def bench_settings(config: str | None, shadow: str) -> Any:
-    from serve.app.builder import resolve_settings
-    from serve.app.settings import Settings, load_settings
+    from steadyrank.serve.app.builder import resolve_settings
+    from steadyrank.serve.app.settings import Settings, load_settings
 
     if config:
         raw = resolve_settings(config).model_dump(mode="python")
@@ -458,8 +458,8 @@ class Server:
         import ray
         from ray import serve as ray_serve
 
-        from serve.app import build_app
-        from serve.app.default import ensure_index
+        from steadyrank.serve.app import build_app
+        from steadyrank.serve.app.default import ensure_index
 
         sys.stdout.flush()
         self._stdout = os.dup(1)

@@ -1,20 +1,20 @@
 """Tie-aware retrieval metrics (pure numpy). See DESIGN.md "Definitions" for the formulas.
 
->>> from metrics import evaluate
+>>> from steadyrank.metrics import evaluate
 >>> result = evaluate({"q1": {"a": 0.5, "b": 0.5}}, {"q1": {"b": 1}}, ["mrr@10"])
 >>> result.summary["mrr@10"]["expected"], result.summary["mrr@10"]["range"]
 (0.75, 0.5)
 """
 
-from metrics.aggregate import ConfidenceInterval, MacroMean, bootstrap_ci, macro_mean, paired_bootstrap
-from metrics.engine import Batch, evaluate_batch
-from metrics.io import (
+from steadyrank.metrics.aggregate import ConfidenceInterval, MacroMean, bootstrap_ci, macro_mean, paired_bootstrap
+from steadyrank.metrics.engine import Batch, evaluate_batch
+from steadyrank.metrics.io import (
     BeirData, FormatError, read_beir, read_beir_corpus, read_beir_queries, read_jsonl, read_qrels, read_trec_run,
     write_trec_run,
 )
-from metrics.evaluate import Evaluation, QueryStats, build_batch, evaluate, evaluate_arrays
-from metrics.measures import METRIC_KEYS, Measure, parse_measure, parse_measures
-from metrics.ties import as_scores, rank_order, straddling_group, tie_groups
+from steadyrank.metrics.evaluate import Evaluation, QueryStats, build_batch, evaluate, evaluate_arrays
+from steadyrank.metrics.measures import METRIC_KEYS, Measure, parse_measure, parse_measures
+from steadyrank.metrics.ties import as_scores, rank_order, straddling_group, tie_groups
 
 __all__ = [
     "METRIC_KEYS", "Batch", "BeirData", "FormatError", "read_beir", "read_beir_corpus", "read_beir_queries",

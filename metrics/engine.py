@@ -18,16 +18,16 @@ from typing import Literal
 
 import numpy as np
 
-from metrics.formulas import (
+from steadyrank.metrics.formulas import (
     expected_average_precision,
     expected_err,
     expected_positional,
     expected_reciprocal_rank,
     log_discounts,
 )
-from metrics.layout import Layout, PartialSort, best_order, compact_columns, smallest_sorted
-from metrics.values import GradeGrid, ItemValue, gather
-from metrics.measures import LOWER_IS_BETTER, Measure
+from steadyrank.metrics.layout import Layout, PartialSort, best_order, compact_columns, smallest_sorted
+from steadyrank.metrics.values import GradeGrid, ItemValue, gather
+from steadyrank.metrics.measures import LOWER_IS_BETTER, Measure
 
 TieBreak = Literal["input", "docid"]
 STATS = ("expected", "min", "max", "oblivious", "proc")

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metrics.aggregate import macro_mean
-from metrics.engine import STATS, Batch, TieBreak, evaluate_batch
-from metrics.measures import Measure, parse_measures
-from metrics.ties import as_scores
+from steadyrank.metrics.aggregate import macro_mean
+from steadyrank.metrics.engine import STATS, Batch, TieBreak, evaluate_batch
+from steadyrank.metrics.measures import Measure, parse_measures
+from steadyrank.metrics.ties import as_scores
 
 Run = Mapping[str, Mapping[str, float]]
 Qrels = Mapping[str, Mapping[str, float]]

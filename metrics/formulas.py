@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from metrics.layout import Layout
-from metrics.values import ItemValue, gather
+from steadyrank.metrics.layout import Layout
+from steadyrank.metrics.values import ItemValue, gather
 
 
 def log_discounts(kmax: int) -> np.ndarray:

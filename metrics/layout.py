@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metrics.values import ItemValue, gather
+from steadyrank.metrics.values import ItemValue, gather
 
 #: A tie-break: column indices (Q, n) → sort keys (Q, n), smaller first.
 KeyAt = Callable[[np.ndarray], np.ndarray]

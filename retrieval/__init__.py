@@ -1,6 +1,6 @@
 """Candidate generation: FAISS and BM25 indexes, fusion, the durable index store, dynamic-K routing.
 
->>> from retrieval import IndexStore, RoutingSettings, rerank_candidates
+>>> from steadyrank.retrieval import IndexStore, RoutingSettings, rerank_candidates
 >>> store = IndexStore.open("idx", embedder, writable=True)        # verifies checksums and the embedder
 >>> candidates = store.search("query", mode="hybrid", depth=100)  # dense | bm25 | hybrid (RRF)
 >>> ranked = rerank_candidates(store, "query", candidates, reranker, RoutingSettings(), "dynamic")
@@ -12,16 +12,16 @@ Modules: ``corpus`` (documents, JSONL readers), ``dense`` (FAISS), ``bm25`` (bm2
 ``pipeline`` (two-pass reranking), ``calibration`` (threshold search), ``protocols`` (model interfaces).
 """
 
-from retrieval.bm25 import Bm25Settings
-from retrieval.calibration import Calibration, calibrate, observe, replay_route
-from retrieval.corpus import CorpusError, Document, read_documents, read_queries
-from retrieval.dense import DenseSettings
-from retrieval.fsio import IndexLockedError
-from retrieval.fusion import reciprocal_rank_fusion
-from retrieval.pipeline import Ranked, rerank_candidates, serve_order
-from retrieval.protocols import Embedder, Reranker
-from retrieval.routing import RoutingDecision, RoutingSettings, RoutingSignals, compute_signals, decide, load_settings
-from retrieval.store import Candidates, EmbedderMismatchError, IndexIntegrityError, IndexStore, build_index
+from steadyrank.retrieval.bm25 import Bm25Settings
+from steadyrank.retrieval.calibration import Calibration, calibrate, observe, replay_route
+from steadyrank.retrieval.corpus import CorpusError, Document, read_documents, read_queries
+from steadyrank.retrieval.dense import DenseSettings
+from steadyrank.retrieval.fsio import IndexLockedError
+from steadyrank.retrieval.fusion import reciprocal_rank_fusion
+from steadyrank.retrieval.pipeline import Ranked, rerank_candidates, serve_order
+from steadyrank.retrieval.protocols import Embedder, Reranker
+from steadyrank.retrieval.routing import RoutingDecision, RoutingSettings, RoutingSignals, compute_signals, decide, load_settings
+from steadyrank.retrieval.store import Candidates, EmbedderMismatchError, IndexIntegrityError, IndexStore, build_index
 
 __all__ = [
     "Bm25Settings", "Calibration", "Candidates", "CorpusError", "DenseSettings", "Document", "Embedder",

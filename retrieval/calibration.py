@@ -25,9 +25,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from metrics import evaluate
-from retrieval.pipeline import Ranked, serve_order
-from retrieval.routing import Route, RoutingDecision, RoutingSettings, RoutingSignals, decide
+from steadyrank.metrics import evaluate
+from steadyrank.retrieval.pipeline import Ranked, serve_order
+from steadyrank.retrieval.routing import Route, RoutingDecision, RoutingSettings, RoutingSignals, decide
 
 Objective = Literal["rate", "efficiency"]
 OBJECTIVES: tuple[Objective, ...] = ("rate", "efficiency")

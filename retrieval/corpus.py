@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metrics.io import read_beir_queries, read_jsonl
+from steadyrank.metrics.io import read_beir_queries, read_jsonl
 
 MAX_REPORTED_ERRORS = 20
 

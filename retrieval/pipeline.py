@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval.protocols import Reranker
-from retrieval.routing import Route, RoutingDecision, RoutingSettings, RoutingSignals, compute_signals, decide
-from retrieval.store import Candidates, IndexStore
+from steadyrank.retrieval.protocols import Reranker
+from steadyrank.retrieval.routing import Route, RoutingDecision, RoutingSettings, RoutingSignals, compute_signals, decide
+from steadyrank.retrieval.store import Candidates, IndexStore
 
 
 @dataclass(frozen=True)

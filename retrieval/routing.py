@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from metrics import straddling_group
+from steadyrank.metrics import straddling_group
 
 Route = Literal["dynamic", "fixed50", "fixed100"]
 ROUTES: tuple[Route, ...] = ("dynamic", "fixed50", "fixed100")

@@ -39,13 +39,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from retrieval.bm25 import Bm25Index, Bm25Settings
-from retrieval.corpus import Document
-from retrieval.dense import DenseIndex, DenseSettings
-from retrieval.fsio import WriterLock, atomic_write_bytes, fsync_dir, fsync_tree, sha256_bytes, sha256_file
-from retrieval.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
-from retrieval.protocols import Embedder
-from retrieval.wal import WriteAheadLog, read_log
+from steadyrank.retrieval.bm25 import Bm25Index, Bm25Settings
+from steadyrank.retrieval.corpus import Document
+from steadyrank.retrieval.dense import DenseIndex, DenseSettings
+from steadyrank.retrieval.fsio import WriterLock, atomic_write_bytes, fsync_dir, fsync_tree, sha256_bytes, sha256_file
+from steadyrank.retrieval.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
+from steadyrank.retrieval.protocols import Embedder
+from steadyrank.retrieval.wal import WriteAheadLog, read_log
 
 FORMAT = "steadyrank-index"
 FORMAT_VERSION = 1

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from retrieval.fsio import fsync_dir, sha256_bytes
+from steadyrank.retrieval.fsio import fsync_dir, sha256_bytes
 
 
 class WalCorruptError(ValueError):

@@ -13,13 +13,13 @@ import sys
 #: Subcommand → (module, one-line summary). Only the module of the command being run is imported,
 #: so ``steadyrank evaluate`` never pays for torch or Ray.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "evaluate": ("serve.commands.evaluate", "tie-aware evaluation of a TREC run (E, min, max, range, bias, PROC)"),
-    "index": ("serve.commands.index", "build and maintain a FAISS + BM25 index directory"),
-    "search": ("serve.commands.search", "retrieve and rerank queries against an index; write a TREC run"),
-    "route": ("serve.commands.route", "dynamic-K routing: calibrate thresholds on a golden set"),
-    "precision-report": ("serve.commands.precision_report", "FP32/BF16/FP16 with and without HPS: ties and metric ranges"),
-    "serve": ("serve.commands.serve", "start the HTTP server (Ray Serve) on the embedded default or a settings file"),
-    "canary": ("serve.commands.canary", "canary comparison of a running steadyrank server"),
+    "evaluate": ("steadyrank.serve.commands.evaluate", "tie-aware evaluation of a TREC run (E, min, max, range, bias, PROC)"),
+    "index": ("steadyrank.serve.commands.index", "build and maintain a FAISS + BM25 index directory"),
+    "search": ("steadyrank.serve.commands.search", "retrieve and rerank queries against an index; write a TREC run"),
+    "route": ("steadyrank.serve.commands.route", "dynamic-K routing: calibrate thresholds on a golden set"),
+    "precision-report": ("steadyrank.serve.commands.precision_report", "FP32/BF16/FP16 with and without HPS: ties and metric ranges"),
+    "serve": ("steadyrank.serve.commands.serve", "start the HTTP server (Ray Serve) on the embedded default or a settings file"),
+    "canary": ("steadyrank.serve.commands.canary", "canary comparison of a running steadyrank server"),
 }
 
 

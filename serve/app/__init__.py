@@ -21,7 +21,7 @@ from typing import Any
 
 def build_app(args: dict[str, Any] | None = None):  # noqa: ANN201 - ray.serve.Application
     """Build the bound application (see :func:`serve.app.builder.build_app`)."""
-    from serve.app.builder import build_app as _build
+    from steadyrank.serve.app.builder import build_app as _build
 
     return _build(args)
 

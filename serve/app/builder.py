@@ -15,7 +15,7 @@ Graph (every box a deployment; options per deployment from ``settings.deployment
     every replica ─▶ MetricsHub ◀─ /metrics
 
 >>> from ray import serve as ray_serve
->>> from serve.app import build_app
+>>> from steadyrank.serve.app import build_app
 >>> ray_serve.run(build_app({"settings": "deploy/settings.yaml"}), name="steadyrank", route_prefix="/")
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from serve.app.settings import Settings, SettingsError, check_files, load_settings
+from steadyrank.serve.app.settings import Settings, SettingsError, check_files, load_settings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,8 +43,8 @@ def resolve_settings(source: Any) -> Settings:
 
 def build_app(args: dict[str, Any] | None = None) -> Any:
     """The bound application (``ray.serve.Application``) for ``args`` (see the module docstring)."""
-    from serve.app.deployments import Embedder, MetricsHub, Reranker, Retriever, Searcher
-    from serve.app.ingress import Ingress
+    from steadyrank.serve.app.deployments import Embedder, MetricsHub, Reranker, Retriever, Searcher
+    from steadyrank.serve.app.ingress import Ingress
 
     args = dict(args or {})
     unknown = sorted(set(args) - {"settings"})
@@ -67,7 +67,7 @@ def build_app(args: dict[str, Any] | None = None) -> Any:
     searcher = Searcher.options(**d.searcher.ray_options()).bind(settings, embedder, retriever, reranker, canary, hub)
     evaluator = None
     if settings.quality.enabled:
-        from serve.quality.deployment import ShadowEvaluator
+        from steadyrank.serve.quality.deployment import ShadowEvaluator
 
         variants = ("primary", "canary") if canary is not None else ("primary",)
         evaluator = ShadowEvaluator.options(**d.evaluator.ray_options()).bind(settings.quality, searcher, hub, variants)

@@ -20,8 +20,8 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from serve.app.settings import Settings
-from serve.runtime.settings import ModelSettings
+from steadyrank.serve.app.settings import Settings
+from steadyrank.serve.runtime.settings import ModelSettings
 
 logger = logging.getLogger("steadyrank.app")
 
@@ -41,8 +41,8 @@ def corpus_path(settings: Settings) -> Path | None:
 
 def embedder_identity(model: ModelSettings) -> tuple[str, int]:
     """``(model_id, dim)`` of a bi-encoder from its files, without loading its weights."""
-    from serve.runtime.factory import model_id
-    from serve.runtime.loading import inspect_model
+    from steadyrank.serve.runtime.factory import model_id
+    from steadyrank.serve.runtime.loading import inspect_model
 
     spec = inspect_model(model)
     config = json.loads((spec.path / "config.json").read_text(encoding="utf-8"))
@@ -111,11 +111,11 @@ def ensure_index(settings: Settings, on_progress: Callable[[int, int], None] | N
 
 
 def _build(settings: Settings, corpus: Path, path: Path, on_progress: Callable[[int, int], None] | None) -> None:
-    from retrieval.bm25 import Bm25Settings
-    from retrieval.corpus import read_documents
-    from retrieval.dense import DenseSettings
-    from retrieval.store import build_index
-    from serve.runtime import load_embedder
+    from steadyrank.retrieval.bm25 import Bm25Settings
+    from steadyrank.retrieval.corpus import read_documents
+    from steadyrank.retrieval.dense import DenseSettings
+    from steadyrank.retrieval.store import build_index
+    from steadyrank.serve.runtime import load_embedder
 
     documents = read_documents(corpus)
     logger.info("building the index of %s (%d documents) at %s", corpus, len(documents), path)

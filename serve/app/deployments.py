@@ -34,10 +34,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ray import serve as ray_serve
 
-from serve.app.priority import ShadowGate, chunks
-from serve.app.settings import Settings, load_settings
-from serve.runtime.errors import check_rerank_args, check_texts
-from serve.app.telemetry import MetricsStore, Recorder
+from steadyrank.serve.app.priority import ShadowGate, chunks
+from steadyrank.serve.app.settings import Settings, load_settings
+from steadyrank.serve.runtime.errors import check_rerank_args, check_texts
+from steadyrank.serve.app.telemetry import MetricsStore, Recorder
 
 logger = logging.getLogger("steadyrank.app")
 
@@ -131,7 +131,7 @@ class Embedder:
     """The bi-encoder: query embeddings for search and ``/v1/embeddings``, batched across requests."""
 
     def __init__(self, settings: Settings | dict, hub: Any) -> None:
-        from serve.runtime import load_embedder
+        from steadyrank.serve.runtime import load_embedder
 
         settings = load_settings(settings)
         options = settings.deployments.embedder
@@ -185,7 +185,7 @@ class Reranker:
     """
 
     def __init__(self, settings: Settings | dict, model: Any, role: Variant, hub: Any) -> None:
-        from serve.runtime import ModelSettings, load_scorer
+        from steadyrank.serve.runtime import ModelSettings, load_scorer
 
         settings = load_settings(settings)
         options = settings.deployments.reranker if role == "primary" else settings.deployments.canary_reranker
@@ -260,8 +260,8 @@ class Reranker:
         ``tie_at_cutoff``, ``tie_group_size_at_cutoff``, ``rescored``, ``truncated`` (indices) and
         the model facts. ``record`` = count it as user traffic in the metrics.
         """
-        from metrics import straddling_group, tie_groups
-        from serve.runtime.rescoring import resolve_boundary
+        from steadyrank.metrics import straddling_group, tie_groups
+        from steadyrank.serve.runtime.rescoring import resolve_boundary
 
         started = time.perf_counter()
         documents = check_rerank_args(query, _check_texts(documents, "documents"), top_n)
@@ -336,8 +336,8 @@ class Retriever:
     """Holds the index (FAISS + BM25, ``retrieval.store``); builds the embedded default's on first start."""
 
     def __init__(self, settings: Settings | dict, hub: Any) -> None:
-        from retrieval.store import IndexStore
-        from serve.app.default import embedder_identity, ensure_index
+        from steadyrank.retrieval.store import IndexStore
+        from steadyrank.serve.app.default import embedder_identity, ensure_index
 
         settings = load_settings(settings)
         _set_torch_threads(settings.deployments.retriever.torch_threads)
@@ -452,9 +452,9 @@ class Searcher:
         Served order: rank key descending, equal keys in retrieval order, except a tie straddling
         top_n settled by FP32 re-scoring. Raises :class:`InvalidRequest` for a bad request.
         """
-        from metrics import straddling_group, tie_groups
-        from retrieval.routing import compute_signals, decide
-        from serve.runtime.rescoring import resolve_boundary
+        from steadyrank.metrics import straddling_group, tie_groups
+        from steadyrank.retrieval.routing import compute_signals, decide
+        from steadyrank.serve.runtime.rescoring import resolve_boundary
 
         started = time.perf_counter()
         try:

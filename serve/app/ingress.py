@@ -34,9 +34,9 @@ from ray import serve as ray_serve
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from serve.app import protocol
-from serve.commands.output import json_safe
-from serve.app.errors import (
+from steadyrank.serve.app import protocol
+from steadyrank.serve.commands.output import json_safe
+from steadyrank.serve.app.errors import (
     ApiError,
     BadRequest,
     NotFound,
@@ -48,8 +48,8 @@ from serve.app.errors import (
     error_response,
     schema_error,
 )
-from serve.app.settings import Settings, load_settings
-from serve.app.telemetry import Recorder
+from steadyrank.serve.app.settings import Settings, load_settings
+from steadyrank.serve.app.telemetry import Recorder
 
 logger = logging.getLogger("steadyrank.ingress")
 
@@ -182,7 +182,7 @@ class Ingress:
         """Await a deployment call under ``deadline``, mapping Ray's errors to HTTP ones."""
         from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 
-        from serve.app.deployments import InvalidRequest
+        from steadyrank.serve.app.deployments import InvalidRequest
 
         try:
             return await asyncio.wait_for(work, timeout=deadline)

@@ -20,9 +20,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from retrieval.routing import Route, RoutingSettings, load_settings as load_routing_file
-from serve.quality.settings import QualitySettings
-from serve.runtime.settings import ModelSettings
+from steadyrank.retrieval.routing import Route, RoutingSettings, load_settings as load_routing_file
+from steadyrank.serve.quality.settings import QualitySettings
+from steadyrank.serve.runtime.settings import ModelSettings
 
 ENV_CACHE = "STEADYRANK_CACHE"
 ENV_SETTINGS = "STEADYRANK_SETTINGS"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from metrics import evaluate, read_qrels, read_trec_run
-from serve.commands.output import dumps_json, format_table
+from steadyrank.metrics import evaluate, read_qrels, read_trec_run
+from steadyrank.serve.commands.output import dumps_json, format_table
 
 DEFAULT_MEASURES = ["ndcg@10", "mrr@10", "map@10", "recall@100"]
 

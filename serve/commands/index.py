@@ -8,19 +8,19 @@ from typing import Any
 
 from tqdm import tqdm
 
-from retrieval.bm25 import BM25_METHODS, Bm25Settings
-from retrieval.corpus import read_documents
-from retrieval.dense import DenseSettings
-from retrieval.protocols import Embedder, Reranker
-from retrieval.store import IndexStore, build_index
-from serve.commands.output import dumps_json
+from steadyrank.retrieval.bm25 import BM25_METHODS, Bm25Settings
+from steadyrank.retrieval.corpus import read_documents
+from steadyrank.retrieval.dense import DenseSettings
+from steadyrank.retrieval.protocols import Embedder, Reranker
+from steadyrank.retrieval.store import IndexStore, build_index
+from steadyrank.serve.commands.output import dumps_json
 
 BUNDLED = "bundled"
 
 
 def load_embedder_arg(path: str | None) -> Embedder:
     """The embedder at ``path`` (a bi-encoder directory), or the bundled all-MiniLM-L6-v2 if None."""
-    from serve.runtime import ModelSettings, load_embedder
+    from steadyrank.serve.runtime import ModelSettings, load_embedder
 
     return load_embedder(ModelSettings(path=path))
 
@@ -28,7 +28,7 @@ def load_embedder_arg(path: str | None) -> Embedder:
 def load_reranker_arg(model: str, precision: str) -> Reranker:
     """A reranker from a model directory (cross-encoder, causal-LM reranker or bi-encoder), or the
     bundled all-MiniLM-L6-v2 bi-encoder (FP32 dot product under HPS) for ``"bundled"``."""
-    from serve.runtime import ModelSettings, load_scorer
+    from steadyrank.serve.runtime import ModelSettings, load_scorer
 
     return load_scorer(ModelSettings(path=None if model == BUNDLED else model, precision=precision))
 

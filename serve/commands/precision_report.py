@@ -12,16 +12,16 @@ import argparse
 import time
 from pathlib import Path
 
-import metrics
-from serve.commands.output import dumps_json
-from serve.precision import candidates as first_stage
-from serve.precision.plot import plot_curves
-from serve.precision.regimes import DEFAULT_REGIMES, REFERENCE, parse_regime, parse_regimes
-from serve.precision.report import build_report, curves, render_tables
-from serve.precision.scoring import PooledStore, bi_encoder_keys, pair_keys
-from serve.runtime import ModelSettings
-from serve.runtime.factory import model_id
-from serve.runtime.loading import inspect_model
+from steadyrank import metrics
+from steadyrank.serve.commands.output import dumps_json
+from steadyrank.serve.precision import candidates as first_stage
+from steadyrank.serve.precision.plot import plot_curves
+from steadyrank.serve.precision.regimes import DEFAULT_REGIMES, REFERENCE, parse_regime, parse_regimes
+from steadyrank.serve.precision.report import build_report, curves, render_tables
+from steadyrank.serve.precision.scoring import PooledStore, bi_encoder_keys, pair_keys
+from steadyrank.serve.runtime import ModelSettings
+from steadyrank.serve.runtime.factory import model_id
+from steadyrank.serve.runtime.loading import inspect_model
 
 DEFAULT_MEASURES = ["map@3", "ndcg@10", "mrr@10"]
 

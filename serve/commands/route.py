@@ -8,15 +8,15 @@ from dataclasses import replace
 
 from tqdm import tqdm
 
-from metrics.io import read_beir_queries, read_qrels
-from retrieval.calibration import DEFAULT_MEASURE, OBJECTIVES, calibrate, observe
-from retrieval.pipeline import rerank_candidates
-from retrieval.routing import RoutingSettings, save_settings
-from retrieval.store import IndexStore
-from serve.commands.evaluate import parse_grade_map
-from serve.commands.index import BUNDLED, load_embedder_arg, load_reranker_arg
-from serve.commands.output import dumps_json, format_table
-from serve.commands.search import add_reranker_arguments, add_routing_arguments, routing_settings
+from steadyrank.metrics.io import read_beir_queries, read_qrels
+from steadyrank.retrieval.calibration import DEFAULT_MEASURE, OBJECTIVES, calibrate, observe
+from steadyrank.retrieval.pipeline import rerank_candidates
+from steadyrank.retrieval.routing import RoutingSettings, save_settings
+from steadyrank.retrieval.store import IndexStore
+from steadyrank.serve.commands.evaluate import parse_grade_map
+from steadyrank.serve.commands.index import BUNDLED, load_embedder_arg, load_reranker_arg
+from steadyrank.serve.commands.output import dumps_json, format_table
+from steadyrank.serve.commands.search import add_reranker_arguments, add_routing_arguments, routing_settings
 
 TREC_RUBRIC = "3:5,2:4,1:3,0:1"
 

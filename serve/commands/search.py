@@ -11,14 +11,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from metrics.io import write_trec_run
-from retrieval.corpus import read_queries
-from retrieval.fusion import DEFAULT_RRF_K
-from retrieval.pipeline import latency_summary, rerank_candidates
-from retrieval.routing import ROUTES, RoutingSettings, load_settings
-from retrieval.store import MODES, IndexStore
-from serve.commands.index import BUNDLED, add_embedder_argument, load_embedder_arg, load_reranker_arg
-from serve.commands.output import dumps_json
+from steadyrank.metrics.io import write_trec_run
+from steadyrank.retrieval.corpus import read_queries
+from steadyrank.retrieval.fusion import DEFAULT_RRF_K
+from steadyrank.retrieval.pipeline import latency_summary, rerank_candidates
+from steadyrank.retrieval.routing import ROUTES, RoutingSettings, load_settings
+from steadyrank.retrieval.store import MODES, IndexStore
+from steadyrank.serve.commands.index import BUNDLED, add_embedder_argument, load_embedder_arg, load_reranker_arg
+from steadyrank.serve.commands.output import dumps_json
 
 
 def add_reranker_arguments(parser: argparse.ArgumentParser, *, default: str | None) -> None:

@@ -69,8 +69,8 @@ def _progress(done: int, total: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from serve.app.builder import resolve_settings
-    from serve.app.default import ensure_index
+    from steadyrank.serve.app.builder import resolve_settings
+    from steadyrank.serve.app.default import ensure_index
 
     settings = resolve_settings(args.config)  # SettingsError (a ValueError) → one line per bad field, exit 2
     host = args.host or settings.http.host
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     import ray
     from ray import serve as ray_serve
 
-    from serve.app import build_app
+    from steadyrank.serve.app import build_app
 
     if args.address is not None:
         ray.init(address=args.address, include_dashboard=False)

@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-import metrics
-from retrieval.bm25 import Bm25Index, Bm25Settings
+from steadyrank import metrics
+from steadyrank.retrieval.bm25 import Bm25Index, Bm25Settings
 
 Candidates = dict[str, list[str]]
 

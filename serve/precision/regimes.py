@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import get_args
 
-from serve.runtime.settings import Precision, Scoring
+from steadyrank.serve.runtime.settings import Precision, Scoring
 
 DEFAULT_REGIMES = "fp32,bf16,bf16+hps,fp16,fp16+hps"
 REFERENCE = "fp32"

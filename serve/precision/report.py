@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-import metrics
-from serve.commands.output import format_table
-from serve.precision.candidates import Candidates
-from serve.precision.regimes import REFERENCE, Regime
-from serve.precision.scoring import RegimeKeys
-from serve.precision.stats import TIE_KS, mean_spearman, tie_statistics
+from steadyrank import metrics
+from steadyrank.serve.commands.output import format_table
+from steadyrank.serve.precision.candidates import Candidates
+from steadyrank.serve.precision.regimes import REFERENCE, Regime
+from steadyrank.serve.precision.scoring import RegimeKeys
+from steadyrank.serve.precision.stats import TIE_KS, mean_spearman, tie_statistics
 
 METRIC_FIELDS = ("oblivious", "expected", "min", "max", "range", "bias")
 Qrels = Mapping[str, Mapping[str, float]]

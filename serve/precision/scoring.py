@@ -13,12 +13,12 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import torch
 
-from serve.precision.candidates import Candidates
-from serve.precision.regimes import Regime
-from serve.runtime import ModelSettings, hps
-from serve.runtime.factory import load_scorer
-from serve.runtime.scorer import BiEncoderScorer, PairScorer
-from serve.runtime.settings import Precision
+from steadyrank.serve.precision.candidates import Candidates
+from steadyrank.serve.precision.regimes import Regime
+from steadyrank.serve.runtime import ModelSettings, hps
+from steadyrank.serve.runtime.factory import load_scorer
+from steadyrank.serve.runtime.scorer import BiEncoderScorer, PairScorer
+from steadyrank.serve.runtime.settings import Precision
 
 RegimeKeys = dict[str, dict[str, np.ndarray]]  # regime name → qid → keys in candidate order
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from metrics import tie_groups
+from steadyrank.metrics import tie_groups
 
 TIE_KS = (1, 3, 5, 10, 20, 50, 100)
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import kendalltau
 
-from metrics import ConfidenceInterval, paired_bootstrap
-from serve.quality.monitor import GoldenEvaluation
-from serve.quality.settings import CanaryRules
+from steadyrank.metrics import ConfidenceInterval, paired_bootstrap
+from steadyrank.serve.quality.monitor import GoldenEvaluation
+from steadyrank.serve.quality.settings import CanaryRules
 
 VERDICTS = ("promote", "hold", "rollback")
 

@@ -16,9 +16,9 @@ from typing import Any
 from ray import serve as ray_serve
 from ray.serve.handle import DeploymentHandle
 
-from serve.quality.golden import load_golden
-from serve.quality.service import QualityService
-from serve.quality.settings import QualitySettings
+from steadyrank.serve.quality.golden import load_golden
+from steadyrank.serve.quality.service import QualityService
+from steadyrank.serve.quality.settings import QualitySettings
 
 
 @ray_serve.deployment(
@@ -32,7 +32,7 @@ class ShadowEvaluator:
 
     async def __init__(self, settings: QualitySettings | dict, searcher: DeploymentHandle,
                        hub: DeploymentHandle, variants: Sequence[str] = ("primary",)) -> None:
-        from serve.app.telemetry import Recorder
+        from steadyrank.serve.app.telemetry import Recorder
 
         settings = QualitySettings.model_validate(settings)
         golden = load_golden(settings.golden, split=settings.golden_split, grade_map=settings.grade_map)

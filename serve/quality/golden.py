@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from metrics import FormatError, read_beir_queries, read_jsonl, read_qrels
+from steadyrank.metrics import FormatError, read_beir_queries, read_jsonl, read_qrels
 
 #: Relevance grade → rubric, for ``metrics.evaluate(rubric_map=...)`` (0 also maps unjudged → 1).
 RELEVANCE_TO_RUBRIC = {0: 1, 1: 3, 2: 4, 3: 5}

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from metrics import evaluate, parse_measures, straddling_group
-from serve.quality.golden import RELEVANCE_TO_RUBRIC, GoldenQuery
+from steadyrank.metrics import evaluate, parse_measures, straddling_group
+from steadyrank.serve.quality.golden import RELEVANCE_TO_RUBRIC, GoldenQuery
 
 #: What the evaluator measures on every golden query.
 GOLDEN_MEASURES = ("ndcg@10", "mrr@10", "map@10", "recall@30", "ra_nwg@10", "ra_nwg@30",

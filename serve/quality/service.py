@@ -22,11 +22,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from metrics import parse_measure
-from serve.quality.canary import VERDICTS, Agreement, agreement, compare
-from serve.quality.golden import GoldenQuery, GoldenSet
-from serve.quality.monitor import QUALITY_STATS, QualityWindow, evaluate_ranking
-from serve.quality.settings import QualitySettings
+from steadyrank.metrics import parse_measure
+from steadyrank.serve.quality.canary import VERDICTS, Agreement, agreement, compare
+from steadyrank.serve.quality.golden import GoldenQuery, GoldenSet
+from steadyrank.serve.quality.monitor import QUALITY_STATS, QualityWindow, evaluate_ranking
+from steadyrank.serve.quality.settings import QualitySettings
 
 logger = logging.getLogger("steadyrank.quality")
 SearchFn = Callable[[dict], Awaitable[dict]]

@@ -1,6 +1,6 @@
 """Scoring runtime: load local models, score with High-Precision Scoring (HPS), rank with tie facts.
 
->>> from serve.runtime import ModelSettings, load_embedder, load_scorer
+>>> from steadyrank.serve.runtime import ModelSettings, load_embedder, load_scorer
 >>> embedder = load_embedder(ModelSettings(precision="bf16"))      # bundled all-MiniLM-L6-v2
 >>> vectors = embedder.encode(["a text"])                          # float32, L2-normalised in FP32
 >>> scorer = load_scorer(ModelSettings(path="/models/bge-reranker", precision="bf16"))
@@ -13,17 +13,17 @@ from typing import Any
 #: Public name → defining module. Imported on first use (PEP 562), so that importing the settings
 #: or errors (as the server's ingress and CLI do) does not load torch.
 _EXPORTS = {
-    "Embedder": "serve.runtime.embedder",
-    "InvalidInputError": "serve.runtime.errors",
-    "ModelLoadError": "serve.runtime.errors",
-    "UnsupportedModelError": "serve.runtime.errors",
-    "load_embedder": "serve.runtime.factory",
-    "load_scorer": "serve.runtime.factory",
-    "RerankOutput": "serve.runtime.scorer",
-    "Scored": "serve.runtime.scorer",
-    "Scorer": "serve.runtime.scorer",
-    "ModelSettings": "serve.runtime.settings",
-    "bundled_embedder_path": "serve.runtime.settings",
+    "Embedder": "steadyrank.serve.runtime.embedder",
+    "InvalidInputError": "steadyrank.serve.runtime.errors",
+    "ModelLoadError": "steadyrank.serve.runtime.errors",
+    "UnsupportedModelError": "steadyrank.serve.runtime.errors",
+    "load_embedder": "steadyrank.serve.runtime.factory",
+    "load_scorer": "steadyrank.serve.runtime.factory",
+    "RerankOutput": "steadyrank.serve.runtime.scorer",
+    "Scored": "steadyrank.serve.runtime.scorer",
+    "Scorer": "steadyrank.serve.runtime.scorer",
+    "ModelSettings": "steadyrank.serve.runtime.settings",
+    "bundled_embedder_path": "steadyrank.serve.runtime.settings",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -31,5 +31,5 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
-        raise AttributeError(f"module 'serve.runtime' has no attribute {name!r}")
+        raise AttributeError(f"module 'steadyrank.serve.runtime' has no attribute {name!r}")
     return getattr(importlib.import_module(_EXPORTS[name]), name)

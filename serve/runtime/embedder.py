@@ -7,11 +7,11 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from serve.runtime import hps
-from serve.runtime.errors import check_texts
-from serve.runtime.loading import ModelSpec
-from serve.runtime.settings import ModelSettings
-from serve.runtime.transformers_backend import TransformersBackend
+from steadyrank.serve.runtime import hps
+from steadyrank.serve.runtime.errors import check_texts
+from steadyrank.serve.runtime.loading import ModelSpec
+from steadyrank.serve.runtime.settings import ModelSettings
+from steadyrank.serve.runtime.transformers_backend import TransformersBackend
 
 
 class Embedder:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from serve.runtime.embedder import Embedder
-from serve.runtime.errors import UnsupportedModelError
-from serve.runtime.loading import ModelSpec, inspect_model
-from serve.runtime.scorer import BiEncoderScorer, PairScorer, Scorer
-from serve.runtime.settings import ModelSettings, bundled_embedder_path
+from steadyrank.serve.runtime.embedder import Embedder
+from steadyrank.serve.runtime.errors import UnsupportedModelError
+from steadyrank.serve.runtime.loading import ModelSpec, inspect_model
+from steadyrank.serve.runtime.scorer import BiEncoderScorer, PairScorer, Scorer
+from steadyrank.serve.runtime.settings import ModelSettings, bundled_embedder_path
 
 BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 

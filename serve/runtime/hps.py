@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from serve.runtime.settings import Scoring
+from steadyrank.serve.runtime.settings import Scoring
 
 
 def _working(values: torch.Tensor, scoring: Scoring) -> torch.Tensor:

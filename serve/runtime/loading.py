@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 import torch
 
-from serve.runtime.errors import ModelLoadError, UnsupportedModelError
-from serve.runtime.settings import ModelKind, ModelSettings, Precision
+from steadyrank.serve.runtime.errors import ModelLoadError, UnsupportedModelError
+from steadyrank.serve.runtime.settings import ModelKind, ModelSettings, Precision
 
 Pooling = Literal["mean", "cls", "max", "lasttoken"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metrics import rank_order, straddling_group
+from steadyrank.metrics import rank_order, straddling_group
 
 
 @dataclass(frozen=True)

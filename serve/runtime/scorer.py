@@ -18,13 +18,13 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from metrics import tie_groups
-from serve.runtime import hps
-from serve.runtime.embedder import Embedder
-from serve.runtime.errors import InvalidInputError, check_rerank_args
-from serve.runtime.loading import ModelSpec
-from serve.runtime.rescoring import resolve_boundary
-from serve.runtime.settings import ModelSettings
+from steadyrank.metrics import tie_groups
+from steadyrank.serve.runtime import hps
+from steadyrank.serve.runtime.embedder import Embedder
+from steadyrank.serve.runtime.errors import InvalidInputError, check_rerank_args
+from steadyrank.serve.runtime.loading import ModelSpec
+from steadyrank.serve.runtime.rescoring import resolve_boundary
+from steadyrank.serve.runtime.settings import ModelSettings
 
 
 @dataclass(frozen=True)
@@ -140,11 +140,11 @@ class PairScorer(Scorer):
     def __init__(self, spec: ModelSpec, settings: ModelSettings, model_id: str) -> None:
         super().__init__(spec, settings, model_id)
         if settings.backend == "vllm":
-            from serve.runtime.vllm_backend import VllmBackend
+            from steadyrank.serve.runtime.vllm_backend import VllmBackend
 
             self.backend: PairBackend = VllmBackend(spec, settings)
         else:
-            from serve.runtime.transformers_backend import TransformersBackend
+            from steadyrank.serve.runtime.transformers_backend import TransformersBackend
 
             self.backend = TransformersBackend(spec, settings)
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from serve.runtime.errors import InvalidInputError
+from steadyrank.serve.runtime.errors import InvalidInputError
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from serve.runtime.batching import Batch, run_batched
-from serve.runtime.errors import ModelLoadError
-from serve.runtime.loading import ModelSpec, load_tokenizer, load_torch_model, resolve_device, torch_dtype
-from serve.runtime.settings import ModelSettings
-from serve.runtime.tokenization import Encoded, encode_pairs, encode_prompts, encode_texts
+from steadyrank.serve.runtime.batching import Batch, run_batched
+from steadyrank.serve.runtime.errors import ModelLoadError
+from steadyrank.serve.runtime.loading import ModelSpec, load_tokenizer, load_torch_model, resolve_device, torch_dtype
+from steadyrank.serve.runtime.settings import ModelSettings
+from steadyrank.serve.runtime.tokenization import Encoded, encode_pairs, encode_prompts, encode_texts
 
 _UNBOUNDED = 1_000_000
 

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from serve.runtime.errors import ModelLoadError, UnsupportedModelError
-from serve.runtime.loading import ModelSpec, load_tokenizer, torch_dtype
-from serve.runtime.settings import ModelSettings
-from serve.runtime.tokenization import encode_pairs, encode_prompts
+from steadyrank.serve.runtime.errors import ModelLoadError, UnsupportedModelError
+from steadyrank.serve.runtime.loading import ModelSpec, load_tokenizer, torch_dtype
+from steadyrank.serve.runtime.settings import ModelSettings
+from steadyrank.serve.runtime.tokenization import encode_pairs, encode_prompts
 
 _VLLM_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 

@@ -1,4 +1,4 @@
-"""`steadyrank evaluate` end to end, in a subprocess (``python -m serve.cli``, the console script's target)."""
+"""`steadyrank evaluate` end to end, in a subprocess (``python -m steadyrank.serve.cli``, the console script's target)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ RUN = "q1 Q0 a 1 0.9 t\nq1 Q0 b 2 0.9 t\nq1 Q0 x 3 0.1 t\nq2 Q0 d 1 0.5 t\nq2 Q0
 
 
 def steadyrank(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "serve.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "steadyrank.serve.cli", *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from metrics import bootstrap_ci, macro_mean, paired_bootstrap
+from steadyrank.metrics import bootstrap_ci, macro_mean, paired_bootstrap
 
 
 def test_macro_mean_skips_na_and_counts_it():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from metrics import evaluate, evaluate_arrays
+from steadyrank.metrics import evaluate, evaluate_arrays
 
 
 def test_arrays_equal_dicts_on_ragged_bf16_like_scores():

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metrics import evaluate
-from metrics.measures import METRIC_KEYS
+from steadyrank.metrics import evaluate
+from steadyrank.metrics.measures import METRIC_KEYS
 from tests.metrics.reference import metric, tie_orders
 
 ALL_METRICS = sorted(METRIC_KEYS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metrics import FormatError, read_beir, read_qrels, read_trec_run, write_trec_run
+from steadyrank.metrics import FormatError, read_beir, read_qrels, read_trec_run, write_trec_run
 
 
 def write(tmp_path, name, text):

@@ -9,7 +9,7 @@ import trm
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metrics import evaluate
+from steadyrank.metrics import evaluate
 
 
 @st.composite

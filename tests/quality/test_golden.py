@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from metrics import FormatError
-from serve.quality.golden import load_golden, normalise_query
+from steadyrank.metrics import FormatError
+from steadyrank.serve.quality.golden import load_golden, normalise_query
 
 
 def write_jsonl(path, records):

@@ -11,9 +11,9 @@ import asyncio
 from collections import defaultdict
 
 
-from serve.quality.golden import GoldenQuery, GoldenSet
-from serve.quality.service import QualityService
-from serve.quality.settings import CanaryRules, QualitySettings
+from steadyrank.serve.quality.golden import GoldenQuery, GoldenSet
+from steadyrank.serve.quality.service import QualityService
+from steadyrank.serve.quality.settings import CanaryRules, QualitySettings
 
 GOLDEN = GoldenSet({
     "q1": GoldenQuery("q1", "restart a systemd unit", {"d1": 5, "d2": 3, "d9": 1}),

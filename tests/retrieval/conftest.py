@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrieval.corpus import Document
+from steadyrank.retrieval.corpus import Document
 from tests.retrieval.helpers import HashEmbedder, synthetic_documents
 
 RECALL_CORPUS = 2500
@@ -15,7 +15,7 @@ RECALL_QUERIES = 200
 @pytest.fixture(scope="session")
 def minilm():
     """The bundled all-MiniLM-L6-v2 through the project's runtime (FP32, HPS)."""
-    from serve.runtime import ModelSettings, load_embedder
+    from steadyrank.serve.runtime import ModelSettings, load_embedder
 
     return load_embedder(ModelSettings())
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.corpus import Document
+from steadyrank.retrieval.corpus import Document
 
 REPO = Path(__file__).resolve().parents[2]
 

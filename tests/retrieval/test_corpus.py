@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from metrics.io import FormatError
-from retrieval.corpus import CorpusError, Document, read_documents, read_queries
+from steadyrank.metrics.io import FormatError
+from steadyrank.retrieval.corpus import CorpusError, Document, read_documents, read_queries
 
 
 def write_lines(path, lines):

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.store import IndexStore, build_index
+from steadyrank.retrieval.store import IndexStore, build_index
 from tests.retrieval.helpers import HashEmbedder, start_python, synthetic_documents
 
 QUERY = "the glacier measures ocean temperature"
 
 BUILD_SCRIPT = """
 import sys
-from retrieval.dense import DenseSettings
-from retrieval.store import build_index
+from steadyrank.retrieval.dense import DenseSettings
+from steadyrank.retrieval.store import build_index
 from tests.retrieval.helpers import HashEmbedder, synthetic_documents
 docs = synthetic_documents({n}, seed=99, prefix="new")
 def progress(done):
@@ -99,8 +99,8 @@ def test_build_killed_at_random_moments_is_old_or_new_never_broken(old_index):
 
 
 MUTATE_SCRIPT = """
-from retrieval.corpus import Document
-from retrieval.store import IndexStore
+from steadyrank.retrieval.corpus import Document
+from steadyrank.retrieval.store import IndexStore
 from tests.retrieval.helpers import HashEmbedder
 store = IndexStore.open({path!r}, HashEmbedder(), writable=True)
 i = 0
@@ -135,7 +135,7 @@ def test_adds_and_deletes_survive_a_kill(old_index):
 
 
 COMPACT_SCRIPT = """
-from retrieval.store import IndexStore
+from steadyrank.retrieval.store import IndexStore
 from tests.retrieval.helpers import HashEmbedder
 store = IndexStore.open({path!r}, HashEmbedder(), writable=True)
 print("ready", flush=True)

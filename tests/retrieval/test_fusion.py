@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retrieval.fusion import reciprocal_rank_fusion
+from steadyrank.retrieval.fusion import reciprocal_rank_fusion
 
 ranked_lists = st.lists(
     st.lists(st.integers(0, 30), unique=True, max_size=15), min_size=1, max_size=4

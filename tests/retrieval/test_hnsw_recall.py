@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrieval.dense import DenseIndex, DenseSettings
+from steadyrank.retrieval.dense import DenseIndex, DenseSettings
 
 
 def recall_at_10(approximate: np.ndarray, exact: np.ndarray) -> float:

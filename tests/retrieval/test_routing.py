@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from retrieval.calibration import Observation, calibrate
-from retrieval.pipeline import rerank_candidates, serve_order
-from retrieval.routing import (
+from steadyrank.retrieval.calibration import Observation, calibrate
+from steadyrank.retrieval.pipeline import rerank_candidates, serve_order
+from steadyrank.retrieval.routing import (
     REASON_CODES,
     RoutingSettings,
     RoutingSignals,
@@ -23,7 +23,7 @@ from retrieval.routing import (
     save_settings,
     tie_signal,
 )
-from retrieval.store import IndexStore, build_index
+from steadyrank.retrieval.store import IndexStore, build_index
 from tests.retrieval.helpers import HashEmbedder, synthetic_documents
 
 QUIET = RoutingSignals(n_candidates=100, dense_margin=0.3, rerank_entropy=0.5, tie_at_top_n=False, overlap=0.8)

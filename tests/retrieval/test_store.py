@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from retrieval.bm25 import Bm25Index, Bm25Settings
-from retrieval.corpus import Document
-from retrieval.dense import DenseIndex, DenseSettings
-from retrieval.fsio import IndexLockedError
-from retrieval.store import EmbedderMismatchError, IndexIntegrityError, IndexStore, build_index
-from retrieval.wal import WalCorruptError
+from steadyrank.retrieval.bm25 import Bm25Index, Bm25Settings
+from steadyrank.retrieval.corpus import Document
+from steadyrank.retrieval.dense import DenseIndex, DenseSettings
+from steadyrank.retrieval.fsio import IndexLockedError
+from steadyrank.retrieval.store import EmbedderMismatchError, IndexIntegrityError, IndexStore, build_index
+from steadyrank.retrieval.wal import WalCorruptError
 from tests.retrieval.helpers import HashEmbedder, synthetic_documents
 
 QUERIES = ["the river protects winter storms", "volcano near the equator", "copper prices in small towns"]

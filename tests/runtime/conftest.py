@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification, LlamaConfig, LlamaForCausalLM
 
-from serve.runtime import bundled_embedder_path
+from steadyrank.serve.runtime import bundled_embedder_path
 
 TINY_BERT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
                  max_position_embeddings=512)

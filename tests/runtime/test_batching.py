@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from serve.runtime.batching import pad, plan_batches, run_batched
+from steadyrank.serve.runtime.batching import pad, plan_batches, run_batched
 
 
 @settings(max_examples=100, deadline=None)

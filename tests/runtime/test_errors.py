@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from serve.runtime import InvalidInputError, ModelLoadError, ModelSettings, load_embedder, load_scorer
-from serve.runtime.tokenization import encode_prompts
+from steadyrank.serve.runtime import InvalidInputError, ModelLoadError, ModelSettings, load_embedder, load_scorer
+from steadyrank.serve.runtime.tokenization import encode_prompts
 
 LONG_DOC = "thermometers measure temperature in degrees " * 80  # ≈ 400 tokens
 

@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from serve.runtime import hps
+from steadyrank.serve.runtime import hps
 
 LOW = [torch.bfloat16, torch.float16]
 

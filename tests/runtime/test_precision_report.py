@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from serve.cli import main
-from serve.precision.regimes import parse_regimes
-from serve.precision.stats import spearman, tie_statistics
+from steadyrank.serve.cli import main
+from steadyrank.serve.precision.regimes import parse_regimes
+from steadyrank.serve.precision.stats import spearman, tie_statistics
 
 KS = ["1", "3", "5", "10", "20", "50", "100"]
 

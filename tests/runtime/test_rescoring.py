@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from serve.runtime import ModelSettings, load_scorer
-from serve.runtime.rescoring import resolve_boundary
+from steadyrank.serve.runtime import ModelSettings, load_scorer
+from steadyrank.serve.runtime.rescoring import resolve_boundary
 
 DOCS = ["alpha", "the beta release notes", "gamma rays from distant galaxies reach the earth", "delta",
         "an epsilon of room for error in every measurement", "zeta functions"]

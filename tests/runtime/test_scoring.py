@@ -10,8 +10,8 @@ import torch
 from sentence_transformers import SentenceTransformer
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
-from serve.runtime import ModelSettings, load_embedder, load_scorer
-from serve.runtime.settings import DEFAULT_INSTRUCTION, QWEN3_RERANKER_TEMPLATE
+from steadyrank.serve.runtime import ModelSettings, load_embedder, load_scorer
+from steadyrank.serve.runtime.settings import DEFAULT_INSTRUCTION, QWEN3_RERANKER_TEMPLATE
 
 QUERY = "what is the fahrenheit scale"
 DOCS = [

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from serve.runtime import ModelLoadError, ModelSettings, UnsupportedModelError, load_scorer
+from steadyrank.serve.runtime import ModelLoadError, ModelSettings, UnsupportedModelError, load_scorer
 
 HAS_VLLM_GPU = importlib.util.find_spec("vllm") is not None and torch.cuda.is_available()
 

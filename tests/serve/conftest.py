@@ -44,7 +44,7 @@ def tiny_cross_encoder_dir(tmp_path_factory) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from serve.runtime import bundled_embedder_path
+    from steadyrank.serve.runtime import bundled_embedder_path
 
     tokenizer = AutoTokenizer.from_pretrained(str(bundled_embedder_path()), local_files_only=True)
     torch.manual_seed(0)
@@ -88,8 +88,8 @@ def serve_app(ray_session, tmp_path_factory, tiny_cross_encoder_dir) -> Iterator
     """Deploy the application once; wait until /readyz answers 200; delete it at session end."""
     from ray import serve as ray_serve
 
-    from serve.app import build_app
-    from serve.app.settings import load_settings
+    from steadyrank.serve.app import build_app
+    from steadyrank.serve.app.settings import load_settings
 
     settings = load_settings(app_settings(tmp_path_factory.mktemp("cache"), tiny_cross_encoder_dir))
     port = _free_port()

@@ -58,8 +58,8 @@ def test_shadow_scores_equal_user_scores(serve_app, handle):
     """Chunked shadow scoring (quality.shadow_chunk_docs) gives the user path's FP32 scores."""
     import numpy as np
 
-    from retrieval.corpus import read_documents
-    from serve.app.default import DEMO_CORPUS
+    from steadyrank.retrieval.corpus import read_documents
+    from steadyrank.serve.app.default import DEMO_CORPUS
 
     docs = [d.full_text for d in read_documents(DEMO_CORPUS)][:11]
     query = "how do I restart a systemd service"
@@ -84,7 +84,7 @@ def test_canary_report_endpoint_and_cli(serve_app, client):
     report = client.get("/v1/canary").json()
     assert report["verdict"] in ("promote", "hold", "rollback")
     assert "ndcg@10" in report["metrics"] or report["paired_queries"] == 0
-    out = subprocess.run([sys.executable, "-m", "serve.cli", "canary", "report", "--url", serve_app.url, "--api-key", serve_app.api_key],
+    out = subprocess.run([sys.executable, "-m", "steadyrank.serve.cli", "canary", "report", "--url", serve_app.url, "--api-key", serve_app.api_key],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"verdict: {report['verdict']}") or out.stdout.startswith("verdict: ")

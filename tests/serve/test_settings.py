@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serve.app.settings import AuthSettings, Settings, SettingsError, check_files, load_settings
+from steadyrank.serve.app.settings import AuthSettings, Settings, SettingsError, check_files, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,16 +105,16 @@ def test_serve_config_is_valid_ray_serve_config() -> None:
     schema = ServeDeploySchema.model_validate(config) if hasattr(ServeDeploySchema, "model_validate") \
         else ServeDeploySchema.parse_obj(config)
     app = schema.applications[0]
-    assert app.import_path == "serve.app:build_app"
+    assert app.import_path == "steadyrank.serve.app:build_app"
     settings_arg = app.args["settings"]
     assert (ROOT / settings_arg).is_file()
     kuberay = yaml.safe_load((ROOT / "deploy" / "kuberay" / "rayservice.yaml").read_text())
     serve_v2 = yaml.safe_load(kuberay["spec"]["serveConfigV2"])
-    assert serve_v2["applications"][0]["import_path"] == "serve.app:build_app"
+    assert serve_v2["applications"][0]["import_path"] == "steadyrank.serve.app:build_app"
 
 
 def test_build_app_builds_the_graph_without_ray_running() -> None:
-    from serve.app import build_app
+    from steadyrank.serve.app import build_app
 
     app = build_app({"settings": "deploy/settings.yaml"})
     assert type(app).__name__ == "Application"
@@ -123,7 +123,7 @@ def test_build_app_builds_the_graph_without_ray_running() -> None:
 
 
 def test_serve_command_help_and_bad_config(tmp_path: Path) -> None:
-    exe = [sys.executable, "-m", "serve.cli"]
+    exe = [sys.executable, "-m", "steadyrank.serve.cli"]
     out = subprocess.run([*exe, "serve", "--help"], capture_output=True, text=True, check=True).stdout
     for option in ("--config", "--host", "--port", "embedded default", "/v1/rerank", "Ctrl-C"):
         assert option in out

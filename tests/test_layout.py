@@ -1,0 +1,93 @@
+"""The package layout: one import root (``steadyrank``) over the top-level folders, imports only downward.
+
+Layers, lowest first: ``metrics`` (numpy only) ← ``retrieval`` ← ``serve``. A module may import from its
+own layer and the layers below it, never from a layer above (docs/ARCHITECTURE.md, "Layers").
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LAYERS = ("metrics", "retrieval", "serve")
+
+
+def _package_folders() -> set[str]:
+    found = {"steadyrank"}
+    for top in LAYERS:
+        for init in (REPO / top).rglob("__init__.py"):
+            found.add("steadyrank." + ".".join(init.parent.relative_to(REPO).parts))
+    return found
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert set(config["packages"]) == _package_folders()
+    assert config["package-dir"] == {"steadyrank": "steadyrank", **{f"steadyrank.{t}": t for t in LAYERS}}
+
+
+def test_installed_import_names_are_namespaced(tmp_path):
+    """Outside the source tree only ``steadyrank.*`` is importable, never the bare folder names."""
+    code = (
+        "import importlib, steadyrank.metrics, steadyrank.retrieval, steadyrank.serve\n"
+        "for bare in ('metrics', 'retrieval', 'serve'):\n"
+        "    try:\n"
+        "        importlib.import_module(bare)\n"
+        "    except ModuleNotFoundError:\n"
+        "        continue\n"
+        "    raise SystemExit(f'bare package importable: {bare}')\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert out.stdout.strip() == "ok"
+
+
+def test_metrics_needs_numpy_alone(tmp_path):
+    """Importing every metrics module pulls in numpy and the standard library, nothing else."""
+    code = (
+        "import sys, pkgutil, importlib\n"
+        "before = set(sys.modules)\n"
+        "import steadyrank.metrics as m\n"
+        "for info in pkgutil.iter_modules(m.__path__):\n"
+        "    importlib.import_module('steadyrank.metrics.' + info.name)\n"
+        "new = set(sys.modules) - before\n"
+        "third = {n.split('.')[0] for n in new} - set(sys.stdlib_module_names) - {'steadyrank', 'numpy'}\n"
+        "own = sorted(n for n in new if n.startswith('steadyrank.') and not n.startswith('steadyrank.metrics'))\n"
+        "print(sorted(third), own)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[] []"
+
+
+def _imported_modules(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+            if node.module == "steadyrank":
+                found += [(node.lineno, f"steadyrank.{alias.name}") for alias in node.names]
+    return found
+
+
+def test_imports_only_run_downward_and_through_the_root():
+    problems = []
+    for rank, layer in enumerate(LAYERS):
+        above = LAYERS[rank + 1:]
+        for path in sorted((REPO / layer).rglob("*.py")):
+            for line, module in _imported_modules(path):
+                parts = module.split(".")
+                where = f"{path.relative_to(REPO)}:{line} imports {module}"
+                if parts[0] in LAYERS:
+                    problems.append(f"{where} (bare name; use steadyrank.{module})")
+                elif parts[0] == "steadyrank" and len(parts) > 1 and parts[1] in above:
+                    problems.append(f"{where} (upward: {layer} is below {parts[1]})")
+    assert problems == []
