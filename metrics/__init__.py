@@ -1,4 +1,4 @@
-"""Tie-aware retrieval metrics (pure numpy). See DESIGN.md "Definitions" for the formulas.
+"""Tie-aware retrieval metrics (pure numpy). docs/ARCHITECTURE.md "Metric definitions" has the formulas.
 
 >>> from steadyrank.metrics import evaluate
 >>> result = evaluate({"q1": {"a": 0.5, "b": 0.5}}, {"q1": {"b": 1}}, ["mrr@10"])
@@ -14,10 +14,11 @@ from steadyrank.metrics.io import (
 )
 from steadyrank.metrics.evaluate import Evaluation, QueryStats, build_batch, evaluate, evaluate_arrays
 from steadyrank.metrics.measures import METRIC_KEYS, Measure, parse_measure, parse_measures
+from steadyrank.metrics.registry import METRICS, MetricDefinition
 from steadyrank.metrics.ties import as_scores, rank_order, straddling_group, tie_groups
 
 __all__ = [
-    "METRIC_KEYS", "Batch", "BeirData", "FormatError", "read_beir", "read_beir_corpus", "read_beir_queries",
+    "METRIC_KEYS", "METRICS", "MetricDefinition", "Batch", "BeirData", "FormatError", "read_beir", "read_beir_corpus", "read_beir_queries",
     "read_jsonl", "read_qrels", "read_trec_run", "write_trec_run", "ConfidenceInterval", "Evaluation", "MacroMean", "Measure", "QueryStats",
     "as_scores", "bootstrap_ci", "build_batch", "evaluate", "evaluate_arrays", "evaluate_batch", "macro_mean",
     "paired_bootstrap", "parse_measure", "parse_measures", "rank_order", "straddling_group", "tie_groups",

@@ -13,30 +13,20 @@ closed forms; nothing sorts a whole candidate list.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 
-from steadyrank.metrics.formulas import (
-    expected_average_precision,
-    expected_err,
-    expected_positional,
-    expected_reciprocal_rank,
-    log_discounts,
-)
-from steadyrank.metrics.layout import Layout, PartialSort, best_order, compact_columns, smallest_sorted
-from steadyrank.metrics.values import GradeGrid, ItemValue, gather
-from steadyrank.metrics.measures import LOWER_IS_BETTER, Measure
+from steadyrank.metrics.layout import Layout, PartialSort, best_order, compact_columns
+from steadyrank.metrics.measures import Measure
+from steadyrank.metrics.registry import ItemValueDefinition, MetricDefinition, metric_definition
+from steadyrank.metrics.values import GradeGrid, ItemValue, Transform, gather
 
 TieBreak = Literal["input", "docid"]
 STATS = ("expected", "min", "max", "oblivious", "proc")
-
-#: RA-nWG base utilities b_g on the 1–5 rubric (b2 = b1 = 0).
-RARITY_BASE = {5: 1.0, 4: 0.5, 3: 0.1}
-#: RA-nWG weight caps relative to grade 5, and the fallback weights when no grade-5 item exists.
-RARITY_CAP = {4: 1.0, 3: 0.25}
-RARITY_FALLBACK = {5: 1.0, 4: 1.0, 3: 0.2}
+T = TypeVar("T")
 
 
 @dataclass
@@ -77,21 +67,19 @@ class Batch:
                      rank, pad(self.valid, False))
 
 
-def _positive(grades: np.ndarray) -> np.ndarray:
-    return np.clip(grades, 0, None)
+class ItemContext:
+    """Per-batch inputs of the metric definitions: lazy item values, judged-pool quantities, a cache.
 
-
-class _ItemValues:
-    """The per-item values of a batch (lazy :class:`ItemValue` per metric key) and per-query pools."""
+    ``item(definition)`` builds each :class:`~steadyrank.metrics.registry.ItemValueDefinition` once per
+    batch; ``cached(key, compute)`` memoises the pool quantities the registry derives (IDCG, RA-nWG
+    weights and ideals) so metrics and statistics share them.
+    """
 
     def __init__(self, batch: Batch, rel_level: float, gmax: float) -> None:
         self.batch, self.rel_level, self.gmax = batch, rel_level, gmax
         self._cache: dict[object, object] = {}
         self.n_relevant = (batch.judged >= rel_level).sum(axis=1).astype(np.float64)
-        pool = batch.judged_rubric
-        self.pool_counts = {g: (pool == g).sum(axis=1).astype(np.float64) for g in (5, 4, 3)}
-        self.rarity_weights = self._rarity_weights()
-        # A superset of the items with a non-zero value under any metric key (judged ones).
+        # A superset of the items with a non-zero value under any item value (judged ones).
         nonzero = batch.grades != 0
         if batch.rubric is not batch.grades:
             nonzero |= batch.rubric >= 3
@@ -101,128 +89,26 @@ class _ItemValues:
         self.nonzero_cols = compact_columns(nonzero)
         self.grid = GradeGrid(batch.grades, batch.rubric, batch.valid)
 
-    def value(self, transform) -> ItemValue:
+    def value(self, transform: Transform) -> ItemValue:
+        """An ad-hoc lazy item value of this batch."""
         return ItemValue(self.grid, transform)
 
-    def __getitem__(self, key: str) -> ItemValue:
+    def item(self, definition: ItemValueDefinition) -> ItemValue:
+        """The item value of ``definition`` on this batch (built once)."""
+        return self.cached(("item", definition.key), lambda: self.value(definition.build(self)))
+
+    def cached(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()`` the first time ``key`` is asked for, the stored result afterwards."""
         if key not in self._cache:
-            self._cache[key] = self.value(self._transform(key))
-        return self._cache[key]
-
-    def _transform(self, key: str):
-        rel_level, scale = self.rel_level, 2.0**self.gmax
-        if key == "relevant":
-            return lambda g, r, v: (g >= rel_level) & v
-        if key == "gain_linear":
-            return lambda g, r, v: _positive(g)
-        if key == "gain_exponential":
-            return lambda g, r, v: 2.0 ** _positive(g) - 1
-        if key == "err_probability":
-            return lambda g, r, v: (2.0 ** _positive(g) - 1) / scale
-        if key == "rarity_weight":
-            weights = self.rarity_weights
-
-            def rarity(g: np.ndarray, r: np.ndarray, v: np.ndarray) -> np.ndarray:
-                out = np.zeros(r.shape)
-                for grade, w in weights.items():
-                    out = np.where(r == grade, w[:, None], out)
-                return out
-
-            return rarity
-        if key == "rubric_4plus":
-            return lambda g, r, v: (r >= 4) & v
-        if key == "rubric_5":
-            return lambda g, r, v: (r >= 5) & v
-        if key == "rubric_harmful":
-            return lambda g, r, v: (r <= 2) & v
-        raise KeyError(key)
-
-    def _rarity_weights(self) -> dict[int, np.ndarray]:
-        """RA-nWG weights per query: r_g = b_g / p_g (α = 1), w4 = min(r4/r5, 1), w3 = min(r3/r5, .25).
-
-        With p_g = n_g / N, r_g / r_5 = (b_g / b_5) · n_5 / n_g; no grade-5 item gives (1, 1, 0.2).
-        """
-        n5 = self.pool_counts[5]
-        weights = {5: np.ones_like(n5)}
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for g in (4, 3):
-                n_g = self.pool_counts[g]
-                ratio = np.where(n_g > 0, RARITY_BASE[g] / RARITY_BASE[5] * n5 / n_g, 0.0)
-                weights[g] = np.where(n5 > 0, np.minimum(ratio, RARITY_CAP[g]), RARITY_FALLBACK[g])
-        return weights
-
-    def rarity_ideal(self, kmax: int) -> np.ndarray:
-        if ("rarity_ideal", kmax) not in self._cache:
-            self._cache[("rarity_ideal", kmax)] = self._rarity_ideal(kmax)
-        return self._cache[("rarity_ideal", kmax)]
-
-    def _rarity_ideal(self, kmax: int) -> np.ndarray:
-        """Sum of the k largest pool weights for k = 1..K: (Q, K) (RA-nWG's denominator)."""
-        grades = (5, 4, 3)
-        w = np.stack([self.rarity_weights[g] for g in grades], axis=1)
-        n = np.stack([self.pool_counts[g] * (self.rarity_weights[g] > 0) for g in grades], axis=1)
-        order = np.argsort(-w, axis=1, kind="stable")
-        w, n = gather(w, order), gather(n, order)
-        ks = np.arange(1, kmax + 1)[None, :]
-        total, taken = np.zeros((w.shape[0], kmax)), np.zeros((w.shape[0], kmax))
-        for j in range(len(grades)):
-            take = np.clip(ks - taken, 0, n[:, j : j + 1])
-            total += take * w[:, j : j + 1]
-            taken += take
-        return total
-
-    def ideal_dcg(self, gain: str, kmax: int) -> np.ndarray:
-        if ("ideal_dcg", gain, kmax) not in self._cache:
-            self._cache[("ideal_dcg", gain, kmax)] = self._ideal_dcg(gain, kmax)
-        return self._cache[("ideal_dcg", gain, kmax)]
-
-    def _ideal_dcg(self, gain: str, kmax: int) -> np.ndarray:
-        """IDCG@k for k = 1..K from every judged grade of the query: (Q, K)."""
-        judged = np.nan_to_num(np.clip(self.batch.judged, 0, None), nan=0.0)
-        gains = judged if gain == "gain_linear" else 2.0**judged - 1
-        best = np.zeros((gains.shape[0], kmax))
-        if gains.shape[1]:
-            top = gather(gains, smallest_sorted(-gains, kmax))
-            best[:, : top.shape[1]] = top
-        return np.cumsum(best * log_discounts(kmax)[None, :], axis=1)
+            self._cache[key] = compute()
+        return self._cache[key]  # type: ignore[return-value]
 
 
-def _cumulative(name: str, layout: Layout, values: _ItemValues, kmax: int) -> np.ndarray:
+def _cumulative(definition: MetricDefinition, layout: Layout, items: ItemContext, kmax: int,
+                defined: np.ndarray) -> np.ndarray:
     """The metric's cumulative per-cutoff values on ``layout``: (Q, K), NaN where NA."""
-    ks = np.arange(1, kmax + 1)[None, :]
-    n_rel = values.n_relevant[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        na_no_relevant = np.where(n_rel > 0, 1.0, np.nan)
-        if name in ("hits", "recall", "precision", "f1"):
-            hits = expected_positional(layout, values["relevant"])
-            return {"hits": hits, "recall": hits / n_rel * na_no_relevant,
-                    "precision": hits / ks, "f1": 2 * hits / (ks + n_rel)}[name]
-        if name in ("ndcg", "ndcg_exp"):
-            key = "gain_linear" if name == "ndcg" else "gain_exponential"
-            dcg = expected_positional(layout, values[key], log_discounts(kmax))
-            ideal = values.ideal_dcg(key, kmax)
-            return np.where(ideal > 0, dcg / ideal, np.nan) * na_no_relevant
-        if name == "mrr":
-            return expected_reciprocal_rank(layout, values["relevant"]) * na_no_relevant
-        if name == "map":
-            return expected_average_precision(layout, values["relevant"], values.n_relevant) * na_no_relevant
-        if name == "err":
-            judged = values.batch.judged
-            positive = np.unique(judged[judged > 0])  # candidates' grades come from the qrels
-            classes = [(float((2.0**g - 1) / 2.0**values.gmax), values.value(lambda g, r, v, grade=g: g == grade))
-                       for g in positive]
-            return expected_err(layout, values["err_probability"], classes) * na_no_relevant
-        if name == "ra_nwg":
-            ideal = values.rarity_ideal(kmax)
-            return np.where(ideal > 0, expected_positional(layout, values["rarity_weight"]) / ideal, np.nan)
-        if name in ("nrecall4", "nrecall5"):
-            key, pool = ("rubric_4plus", values.pool_counts[4] + values.pool_counts[5]) if name == "nrecall4" \
-                else ("rubric_5", values.pool_counts[5])
-            denominator = np.minimum(ks, pool[:, None])
-            return np.where(denominator > 0, expected_positional(layout, values[key]) / denominator, np.nan)
-        if name in ("precision4", "harm"):
-            return expected_positional(layout, values[Measure(name, 1).key]) / ks
-    raise ValueError(f"unknown metric {name!r}")
+        return np.where(defined, definition.assemble(items, layout, kmax), np.nan)
 
 
 def evaluate_batch(
@@ -245,7 +131,7 @@ def evaluate_batch(
         gmax = largest_grade
     elif gmax < largest_grade:
         raise ValueError(f"gmax {gmax:g} is below the largest grade {largest_grade:g} in the data")
-    values = _ItemValues(batch, rel_level, gmax)
+    items = ItemContext(batch, rel_level, gmax)
 
     partial = PartialSort.of(batch.scores, kmax)
     if tie_break == "input":
@@ -258,15 +144,15 @@ def evaluate_batch(
     }
     ordered: dict[tuple[str, bool, str], Layout] = {}
 
-    def layout_for(stat: str, measure: Measure) -> Layout:
+    def layout_for(stat: str, definition: MetricDefinition) -> Layout:
         if stat in layouts:
             return layouts[stat]
-        descending = stat == "max" or (stat == "proc" and measure.name not in LOWER_IS_BETTER)
-        cache_key = (stat if stat == "proc" else "extreme", descending, measure.key)
+        descending = stat == "max" or (stat == "proc" and not definition.lower_is_better)
+        cache_key = (stat if stat == "proc" else "extreme", descending, definition.item.key)
         if cache_key not in ordered:
-            item = values[measure.key]
+            item = items.item(definition.item)
             if stat == "proc":
-                order = best_order(item, values.nonzero_cols, values.nonzero_mask, kmax, descending)
+                order = best_order(item, items.nonzero_cols, items.nonzero_mask, kmax, descending)
             else:
                 order = partial.fixed_order((lambda cols: -item.at(cols)) if descending else item.at)
             ordered[cache_key] = Layout.fixed(order)
@@ -277,7 +163,10 @@ def evaluate_batch(
     for measure in measures:
         by_name.setdefault(measure.name, []).append(measure)
     for name, group in by_name.items():
-        per_stat = {stat: _cumulative(name, layout_for(stat, group[0]), values, kmax) for stat in STATS}
+        definition = metric_definition(name)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            defined = definition.defined(items, kmax)
+        per_stat = {stat: _cumulative(definition, layout_for(stat, definition), items, kmax, defined) for stat in STATS}
         for measure in group:
             results[measure] = {stat: per_stat[stat][:, measure.k - 1] for stat in STATS}
     return results
