@@ -16,8 +16,8 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 Run = dict[str, dict[str, float]]
@@ -121,25 +121,61 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
             yield number, record
 
 
-def _id_and_text(path, line: int, record: dict, id_keys: tuple[str, ...]) -> tuple[str, str]:
+#: How many skipped ids a warning names.
+NAMED_SKIPPED_IDS = 5
+
+
+def skipped_empty_warning(source: str | os.PathLike, skipped: Sequence[str], total: int) -> str:
+    """``skipped N empty document(s) of TOTAL in SOURCE (ids: a, b, …); --strict refuses them``."""
+    named = ", ".join(repr(i) for i in skipped[:NAMED_SKIPPED_IDS])
+    more = f", … {len(skipped) - NAMED_SKIPPED_IDS} more" if len(skipped) > NAMED_SKIPPED_IDS else ""
+    return (f"skipped {len(skipped)} empty document(s) of {total} in {source} (ids: {named}{more}); "
+            "--strict refuses them")
+
+
+def _record_id(path, line: int, record: dict, id_keys: tuple[str, ...]) -> str:
     key = next((k for k in id_keys if k in record), None)
     if key is None:
         raise FormatError(path, line, f"missing id field ({' or '.join(id_keys)})")
+    return str(record[key])
+
+
+def _has_text(record: dict) -> bool:
     text = record.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise FormatError(path, line, f"id {record[key]!r}: missing or empty 'text'")
-    return str(record[key]), text
+    return isinstance(text, str) and bool(text.strip())
+
+
+def _id_and_text(path, line: int, record: dict, id_keys: tuple[str, ...]) -> tuple[str, str]:
+    record_id = _record_id(path, line, record, id_keys)
+    if not _has_text(record):
+        raise FormatError(path, line, f"id {record_id!r}: missing or empty 'text'")
+    return record_id, record["text"]
+
+
+def read_beir_corpus_skipping_empty(path: str | os.PathLike, *, strict: bool = True) -> tuple[dict[str, dict], list[str]]:
+    """``({docid: {"title", "text", "metadata"}}, skipped ids)`` from BEIR ``corpus.jsonl``.
+
+    A record whose ``text`` is missing, not a string or blank is refused with a FormatError when
+    ``strict``, otherwise left out and its id listed (in file order) in the second value.
+    """
+    corpus: dict[str, dict] = {}
+    skipped: dict[str, None] = {}
+    for line, record in read_jsonl(path):
+        docid = _record_id(path, line, record, ("_id", "id"))
+        if docid in corpus or docid in skipped:
+            raise FormatError(path, line, f"duplicate document id {docid!r}")
+        if not strict and not _has_text(record):
+            skipped[docid] = None
+            continue
+        docid, text = _id_and_text(path, line, record, ("_id", "id"))
+        corpus[docid] = {"title": record.get("title") or "", "text": text, "metadata": record.get("metadata") or {}}
+    return corpus, list(skipped)
 
 
 def read_beir_corpus(path: str | os.PathLike) -> dict[str, dict]:
-    """``{docid: {"title", "text", "metadata"}}`` from BEIR ``corpus.jsonl`` (or JSONL with ``id``)."""
-    corpus: dict[str, dict] = {}
-    for line, record in read_jsonl(path):
-        docid, text = _id_and_text(path, line, record, ("_id", "id"))
-        if docid in corpus:
-            raise FormatError(path, line, f"duplicate document id {docid!r}")
-        corpus[docid] = {"title": record.get("title") or "", "text": text, "metadata": record.get("metadata") or {}}
-    return corpus
+    """``{docid: {"title", "text", "metadata"}}`` from BEIR ``corpus.jsonl`` (or JSONL with ``id``);
+    an empty text is a FormatError."""
+    return read_beir_corpus_skipping_empty(path, strict=True)[0]
 
 
 def read_beir_queries(path: str | os.PathLike) -> dict[str, str]:
@@ -160,15 +196,18 @@ class BeirData:
     corpus: dict[str, dict]
     queries: dict[str, str]
     qrels: Qrels
+    skipped_empty: list[str] = field(default_factory=list)
 
 
-def read_beir(folder: str | os.PathLike, split: str = "test") -> BeirData:
-    """Read ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv`` from a BEIR folder."""
+def read_beir(folder: str | os.PathLike, split: str = "test", *, strict: bool = True) -> BeirData:
+    """Read ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv`` from a BEIR folder.
+
+    ``strict=False`` leaves documents with an empty text out of the corpus and lists their ids in
+    ``skipped_empty``; ``strict=True`` refuses them (FormatError).
+    """
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: not a directory")
-    return BeirData(
-        read_beir_corpus(folder / "corpus.jsonl"),
-        read_beir_queries(folder / "queries.jsonl"),
-        read_qrels(folder / "qrels" / f"{split}.tsv"),
-    )
+    corpus, skipped = read_beir_corpus_skipping_empty(folder / "corpus.jsonl", strict=strict)
+    return BeirData(corpus, read_beir_queries(folder / "queries.jsonl"), read_qrels(folder / "qrels" / f"{split}.tsv"),
+                    skipped)

@@ -14,7 +14,7 @@ Modules: ``corpus`` (documents, JSONL readers), ``dense`` (FAISS), ``bm25`` (bm2
 
 from steadyrank.retrieval.bm25 import Bm25Settings
 from steadyrank.retrieval.calibration import Calibration, calibrate, observe, replay_route
-from steadyrank.retrieval.corpus import CorpusError, Document, read_documents, read_queries
+from steadyrank.retrieval.corpus import Corpus, CorpusError, Document, read_corpus, read_documents, read_queries
 from steadyrank.retrieval.dense import DenseSettings
 from steadyrank.retrieval.fsio import IndexLockedError
 from steadyrank.retrieval.fusion import reciprocal_rank_fusion
@@ -24,9 +24,9 @@ from steadyrank.retrieval.routing import RoutingDecision, RoutingSettings, Routi
 from steadyrank.retrieval.store import Candidates, EmbedderMismatchError, IndexIntegrityError, IndexStore, build_index
 
 __all__ = [
-    "Bm25Settings", "Calibration", "Candidates", "CorpusError", "DenseSettings", "Document", "Embedder",
+    "Bm25Settings", "Calibration", "Candidates", "Corpus", "CorpusError", "DenseSettings", "Document", "Embedder",
     "EmbedderMismatchError", "IndexIntegrityError", "IndexLockedError", "IndexStore", "Ranked", "Reranker",
     "RoutingDecision", "RoutingSettings", "RoutingSignals", "build_index", "calibrate", "compute_signals", "decide",
-    "load_settings", "observe", "read_documents", "read_queries", "reciprocal_rank_fusion", "replay_route",
+    "load_settings", "observe", "read_corpus", "read_documents", "read_queries", "reciprocal_rank_fusion", "replay_route",
     "rerank_candidates", "serve_order",
 ]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from steadyrank.metrics.io import read_beir_queries, read_jsonl
+from steadyrank.metrics.io import read_beir_queries, read_jsonl, skipped_empty_warning
 
 MAX_REPORTED_ERRORS = 20
 
@@ -92,16 +92,40 @@ def _string_field(record: dict[str, Any], key: str, number: int, errors: _Errors
     return value
 
 
+@dataclass(frozen=True)
+class Corpus:
+    """The documents read from ``source`` and the ids of the empty ones left out (file order)."""
+
+    source: Path
+    documents: list[Document]
+    skipped_empty: list[str]
+
+    def warning(self) -> str | None:
+        """The line telling a user which empty documents were skipped, or None if none were."""
+        if not self.skipped_empty:
+            return None
+        return skipped_empty_warning(self.source, self.skipped_empty, len(self.documents) + len(self.skipped_empty))
+
+
 def read_documents(path: str | Path) -> list[Document]:
     """All documents of a JSONL corpus (a file, or a BEIR directory holding ``corpus.jsonl``).
 
     Refuses bad JSON, missing ids, ids with whitespace, duplicate ids (naming the first line),
     empty texts (blank after stripping) and non-object metadata.
     """
+    return read_corpus(path, strict=True).documents
+
+
+def read_corpus(path: str | Path, *, strict: bool) -> Corpus:
+    """Like :func:`read_documents`; with ``strict=False`` a document whose text is blank is left out
+    and its id listed in ``Corpus.skipped_empty`` instead of refused (real BEIR corpora such as
+    Cranfield hold a few). Every other problem is still refused.
+    """
     source = resolve_jsonl(path, "corpus.jsonl")
     errors = _Errors(source)
     first_line: dict[str, int] = {}
     documents: list[Document] = []
+    skipped: list[str] = []
     for number, record in read_jsonl(source):
         doc_id = _record_id(record, number, errors)
         text = _string_field(record, "text", number, errors)
@@ -117,13 +141,16 @@ def read_documents(path: str | Path) -> list[Document]:
             continue
         first_line[doc_id] = number
         if not text.strip():
-            errors.add(number, f"empty text for id {doc_id!r}")
+            if strict:
+                errors.add(number, f"empty text for id {doc_id!r}")
+            else:
+                skipped.append(doc_id)
             continue
         documents.append(Document(id=doc_id, text=text, title=title, metadata=metadata))
     errors.raise_if_any()
     if not documents:
-        raise CorpusError(f"{source}: no documents")
-    return documents
+        raise CorpusError(f"{source}: no documents" + (f" ({len(skipped)} empty ones skipped)" if skipped else ""))
+    return Corpus(source, documents, skipped)
 
 
 def read_queries(path: str | Path) -> dict[str, str]:

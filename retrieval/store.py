@@ -242,13 +242,15 @@ def _write_generation(
 
 
 def _header(
-    embedder_id: str, dim: int, dense: DenseSettings, bm25: Bm25Settings | None, count: int, seconds: float, origin: str
+    embedder_id: str, dim: int, dense: DenseSettings, bm25: Bm25Settings | None, count: int, seconds: float, origin: str,
+    skipped_empty: int,
 ) -> dict[str, Any]:
     return {
         "embedder": {"model_id": embedder_id, "dim": dim},
         "dense": {**asdict(dense), "metric": "inner_product"},
         "bm25": None if bm25 is None else bm25.to_json(),
         "count": count,
+        "skipped_empty": skipped_empty,
         "origin": origin,
         "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "build_seconds": round(seconds, 3),
@@ -265,9 +267,13 @@ def build_index(
     batch_size: int = 256,
     on_progress: ProgressCallback | None = None,
     overwrite: bool = False,
+    skipped_empty: int = 0,
 ) -> dict[str, Any]:
     """Embed ``documents``, build the FAISS (and BM25) index and write it as the live generation of
-    ``path``; returns the manifest. A previous index at ``path`` stays live until the very end."""
+    ``path``; returns the manifest. A previous index at ``path`` stays live until the very end.
+
+    ``skipped_empty`` is the number of empty corpus documents the caller left out; the manifest
+    records it (``skipped_empty``) and compaction carries it over."""
     root = Path(path)
     if not documents:
         raise ValueError("no documents to index")
@@ -283,7 +289,8 @@ def build_index(
         slots = np.arange(len(documents))
         bm25_index = None if bm25 is None else Bm25Index.build([d.full_text for d in documents], slots, bm25)
         header = _header(
-            embedder.model_id, embedder.dim, dense, bm25, len(documents), time.perf_counter() - started, "build"
+            embedder.model_id, embedder.dim, dense, bm25, len(documents), time.perf_counter() - started, "build",
+            skipped_empty,
         )
         name = _write_generation(root, documents, vectors, dense_index, bm25_index, header)
     finally:
@@ -473,7 +480,7 @@ class IndexStore:
             built = self.manifest["embedder"]
             header = _header(
                 built["model_id"], built["dim"], self.dense_settings, self.bm25_settings,
-                len(documents), time.perf_counter() - started, "compact",
+                len(documents), time.perf_counter() - started, "compact", self.manifest.get("skipped_empty", 0),
             )
             _write_generation(self.root, documents, vectors, dense, bm25, header)
             old_wal.close()

@@ -9,7 +9,7 @@ from typing import Any
 from tqdm import tqdm
 
 from steadyrank.retrieval.bm25 import BM25_METHODS, Bm25Settings
-from steadyrank.retrieval.corpus import read_documents
+from steadyrank.retrieval.corpus import read_corpus, read_documents
 from steadyrank.retrieval.dense import DenseSettings
 from steadyrank.retrieval.protocols import Embedder, Reranker
 from steadyrank.retrieval.store import IndexStore, build_index
@@ -86,6 +86,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--b", type=float, default=Bm25Settings.b, help="BM25 b (default %(default)s)")
     build.add_argument("--batch-size", type=int, default=256, help="documents per embedding batch (default %(default)s)")
     build.add_argument("--overwrite", action="store_true", help="replace an existing index in DIR")
+    build.add_argument("--strict", action="store_true",
+                       help="refuse a corpus holding documents with an empty text (default: skip them with a "
+                            "warning naming the first few ids; the manifest records how many)")
     build.add_argument("--json", action="store_true", help="print the manifest as JSON")
     build.set_defaults(func=run_build)
 
@@ -145,7 +148,10 @@ def _report(args: argparse.Namespace, state: dict[str, Any], headline: str) -> i
 
 
 def run_build(args: argparse.Namespace) -> int:
-    documents = read_documents(args.corpus)
+    corpus = read_corpus(args.corpus, strict=args.strict)
+    if corpus.warning():
+        print(f"warning: {corpus.warning()}", file=sys.stderr)
+    documents = corpus.documents
     dense = DenseSettings(args.factory, args.ef_construction, args.ef_search, args.nprobe)
     bm25 = None if args.no_bm25 else Bm25Settings(
         k1=args.k1, b=args.b, method=args.bm25_method,
@@ -155,7 +161,7 @@ def run_build(args: argparse.Namespace) -> int:
     with progress_bar(len(documents), "embedding") as bar:
         manifest = build_index(
             args.out, documents, embedder, dense=dense, bm25=bm25, batch_size=args.batch_size,
-            on_progress=bar.update, overwrite=args.overwrite,
+            on_progress=bar.update, overwrite=args.overwrite, skipped_empty=len(corpus.skipped_empty),
         )
     print(f"built in {manifest['build_seconds']:.1f} s", file=sys.stderr)
     with IndexStore.open(args.out) as store:

@@ -9,6 +9,7 @@ reference). Only judged queries (in both queries.jsonl and the qrels split) are 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -57,6 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-length", type=int, default=512, help="tokens per sequence (default 512; "
                         "a sentence-transformers model's own max_seq_length caps it)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="default: auto")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse a corpus holding documents with an empty text (default: skip them with a "
+                             "warning naming the first few ids; the report records how many)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.add_argument("--plot", type=Path, metavar="OUT.png",
                         help="write metric-against-k curves per regime ([min, max] band, E[M] marked) as PNG")
@@ -73,7 +77,11 @@ def run(args: argparse.Namespace) -> int:
                          batch_size=args.batch_size, batch_tokens=args.batch_size * args.max_length,
                          rescore_boundary_ties=False)
     spec = inspect_model(base)
-    data = metrics.read_beir(args.data, args.split)
+    data = metrics.read_beir(args.data, args.split, strict=args.strict)
+    if data.skipped_empty:
+        total = len(data.corpus) + len(data.skipped_empty)
+        warning = metrics.skipped_empty_warning(Path(args.data) / "corpus.jsonl", data.skipped_empty, total)
+        print(f"warning: {warning}", file=sys.stderr)
     queries = {q: data.queries[q] for q in data.qrels if q in data.queries}
     if not queries:
         raise ValueError(f"{args.data}: no query of queries.jsonl is judged in qrels/{args.split}.tsv")
@@ -104,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         "split": args.split,
         "candidates": {"source": source, "depth": args.depth, "queries": len(pool),
                        "pairs": sum(len(d) for d in pool.values())},
+        "skipped_empty": len(data.skipped_empty),
         "rel_level": args.rel_level,
         "work": {**work, "seconds": round(time.perf_counter() - started, 1)},
         **build_report(keys, regimes, pool, data.qrels, measures, args.rel_level),

@@ -4,6 +4,7 @@ per dtype, candidates from a run, the plot, and one-line errors. Also its statis
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -109,3 +110,28 @@ def test_tie_statistics_on_constructed_keys() -> None:
     stats = tie_statistics(keys, ks=(1, 2, 4, 10))
     assert stats["unique_at_k"] == {"1": 1.0, "2": 2.0, "4": 2.0, "10": 3.0}
     assert stats["mean_tie_group_size_at_k"] == {"1": 1.0, "2": 2.0, "4": 2.0, "10": 2.0}
+
+
+@pytest.fixture
+def beir_with_empty(beir_dir: Path, tmp_path: Path) -> Path:
+    """``beir_dir`` plus two documents with empty texts (as held-out BEIR corpora such as Cranfield)."""
+    root = tmp_path / "beir-empty"
+    shutil.copytree(beir_dir, root)
+    with (root / "corpus.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"_id": "blank1", "title": "", "text": ""}) + "\n")
+        handle.write(json.dumps({"_id": "blank2", "title": "a title", "text": "   "}) + "\n")
+    return root
+
+
+def test_empty_documents_are_skipped_with_a_warning(capsys, beir_with_empty: Path) -> None:
+    assert main(["precision-report", "--data", str(beir_with_empty), "--depth", "3", "--regimes", "fp32", "--json"]) == 0
+    captured = capsys.readouterr()
+    report, err = json.loads(captured.out), captured.err
+    assert report["skipped_empty"] == 2 and report["candidates"]["queries"] == 2
+    assert (f"warning: skipped 2 empty document(s) of 14 in {beir_with_empty / 'corpus.jsonl'} "
+            "(ids: 'blank1', 'blank2'); --strict refuses them") in err
+
+
+def test_strict_refuses_empty_documents(capsys, beir_with_empty: Path) -> None:
+    assert main(["precision-report", "--data", str(beir_with_empty), "--regimes", "fp32", "--strict"]) == 2
+    assert "id 'blank1': missing or empty 'text'" in capsys.readouterr().err
