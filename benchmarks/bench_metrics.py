@@ -16,8 +16,8 @@ import gc
 import tracemalloc
 
 import numpy as np
-
 from _report import emit, timed  # benchmarks/ is on sys.path when run as a script
+
 from steadyrank.metrics import evaluate, evaluate_arrays
 
 MEASURES = ["ndcg@10", "mrr@10", "map@10", "recall@10"]
@@ -49,7 +49,7 @@ def as_dicts(scores, grades, n_queries):
     run, qrels = {}, {}
     for q in range(n_queries):
         docs = [f"d{j}" for j in range(scores.shape[1])]
-        run[f"q{q}"] = dict(zip(docs, scores[q].astype(np.float64).tolist()))
+        run[f"q{q}"] = dict(zip(docs, scores[q].astype(np.float64).tolist(), strict=True))
         qrels[f"q{q}"] = {docs[j]: int(grades[q, j]) for j in np.flatnonzero(grades[q])}
     return run, qrels
 
@@ -94,7 +94,9 @@ def main() -> None:
     n_ref = min(args.reference_queries, args.queries)
     ref_scores = [row.astype(np.float64).tolist() for row in scores[:n_ref]]
     ref_relevant = [(row > 0).tolist() for row in grades[:n_ref]]
-    ref_s, reference = timed(lambda: trm.evaluate(ref_scores, ref_relevant, metrics=["ndcg", "mrr", "map", "recall"], k_list=[10]))
+    ref_s, reference = timed(
+        lambda: trm.evaluate(ref_scores, ref_relevant, metrics=["ndcg", "mrr", "map", "recall"], k_list=[10])
+    )
     ref_scaled = ref_s * args.queries / n_ref
     binary = (grades[:n_ref] > 0).astype(np.int8)
     ours_on_ref = evaluate_arrays(scores[:n_ref], binary, np.where(binary > 0, 1.0, np.nan), MEASURES)
@@ -112,7 +114,8 @@ def main() -> None:
                    "steadyrank_dicts/pytrec_eval": dicts_s / pytrec_s},
         "peak_memory_over_input": peak / input_bytes,
         "max_abs_diff_expected_vs_trm_reference": float(agreement),
-        "summary": {m: {k: result.summary[m][k] for k in ("expected", "min", "max", "range", "oblivious", "bias")} for m in MEASURES},
+        "summary": {m: {k: result.summary[m][k] for k in ("expected", "min", "max", "range", "oblivious", "bias")}
+                    for m in MEASURES},
     }
     rows = [
         ["steadyrank (arrays, tie-aware: E/min/max/obl/PROC)", arrays_s, 1.0],

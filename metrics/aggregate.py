@@ -22,7 +22,7 @@ class MacroMean:
     n_na: int
 
 
-def macro_mean(values: "np.typing.ArrayLike") -> MacroMean:
+def macro_mean(values: np.typing.ArrayLike) -> MacroMean:
     """Mean of the non-NaN entries (NaN if there are none)."""
     values = np.asarray(values, dtype=np.float64)
     defined = ~np.isnan(values)
@@ -61,7 +61,7 @@ def _percentile_interval(
 
 
 def bootstrap_ci(
-    values: "np.typing.ArrayLike", *, n_resamples: int = 2000, confidence: float = 0.95, seed: int | None = 0
+    values: np.typing.ArrayLike, *, n_resamples: int = 2000, confidence: float = 0.95, seed: int | None = 0
 ) -> ConfidenceInterval:
     """Percentile bootstrap CI of the macro mean over the defined (non-NaN) queries."""
     values = np.asarray(values, dtype=np.float64)
@@ -69,8 +69,8 @@ def bootstrap_ci(
 
 
 def paired_bootstrap(
-    baseline: "np.typing.ArrayLike",
-    candidate: "np.typing.ArrayLike",
+    baseline: np.typing.ArrayLike,
+    candidate: np.typing.ArrayLike,
     *,
     n_resamples: int = 2000,
     confidence: float = 0.95,

@@ -52,7 +52,7 @@ class Batch:
         if self.valid is None:
             self.valid = np.isfinite(self.scores)
 
-    def padded_to(self, width: int) -> "Batch":
+    def padded_to(self, width: int) -> Batch:
         """The same batch with at least ``width`` columns."""
         extra = width - self.scores.shape[1]
         if extra <= 0:

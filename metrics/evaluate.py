@@ -63,7 +63,7 @@ class Evaluation:
     measures: list[Measure]
     stats: dict[Measure, QueryStats]
 
-    def __getitem__(self, measure: "str | Measure") -> QueryStats:
+    def __getitem__(self, measure: str | Measure) -> QueryStats:
         return self.stats[parse_measures([measure])[0]]
 
     @property
@@ -117,7 +117,7 @@ def _rubric_grades(
 
     def remap(values: np.ndarray) -> np.ndarray:
         out = values.astype(np.float64, copy=True)
-        for source, target in zip(sources, targets):
+        for source, target in zip(sources, targets, strict=True):
             out[values == source] = target
         return out
 
@@ -164,7 +164,7 @@ def build_batch(
 def evaluate(
     run: Run,
     qrels: Qrels,
-    measures: "Sequence[str | Measure]",
+    measures: Sequence[str | Measure],
     *,
     rel_level: float = 1,
     tie_break: TieBreak = "input",
@@ -193,7 +193,7 @@ def evaluate_arrays(
     scores: np.ndarray,
     grades: np.ndarray,
     judged: np.ndarray,
-    measures: "Sequence[str | Measure]",
+    measures: Sequence[str | Measure],
     *,
     lengths: np.ndarray | None = None,
     rel_level: float = 1,
@@ -206,8 +206,8 @@ def evaluate_arrays(
     ``scores`` (Q, L) in any float dtype (compared exactly as given) with the candidates of each
     query in input order; ``lengths`` (Q,) the number of valid leading candidates per row
     (default: all L); ``grades`` (Q, L) the candidates' grades (unjudged = 0), taken from the
-    judged pool; ``judged`` (Q, J) every judged grade of each query from the qrels, NaN padded. The tie-oblivious value uses
-    the input order.
+    judged pool; ``judged`` (Q, J) every judged grade of each query from the qrels, NaN padded. The
+    tie-oblivious value uses the input order.
     """
     parsed = parse_measures(list(measures))
     n_queries, width = scores.shape
@@ -243,7 +243,7 @@ def evaluate_arrays(
 
 
 def _evaluate_chunks(
-    make_batch: "Callable[[int, int], Batch]",
+    make_batch: Callable[[int, int], Batch],
     query_ids: Sequence[str],
     measures: list[Measure],
     *,

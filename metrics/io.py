@@ -78,7 +78,9 @@ def read_qrels(path: str | os.PathLike) -> Qrels:
         elif len(fields) == 3:
             qid, docid, grade = fields
         else:
-            raise FormatError(path, line, f"expected 'qid 0 docid grade' (TREC) or 'qid docid grade' (BEIR), got {len(fields)} fields")
+            raise FormatError(
+                path, line, f"expected 'qid 0 docid grade' (TREC) or 'qid docid grade' (BEIR), got {len(fields)} fields"
+            )
         judgments = qrels.setdefault(qid, {})
         if docid in judgments:
             raise FormatError(path, line, f"duplicate judgment of {docid!r} for query {qid!r}")
@@ -152,7 +154,9 @@ def _id_and_text(path, line: int, record: dict, id_keys: tuple[str, ...]) -> tup
     return record_id, record["text"]
 
 
-def read_beir_corpus_skipping_empty(path: str | os.PathLike, *, strict: bool = True) -> tuple[dict[str, dict], list[str]]:
+def read_beir_corpus_skipping_empty(
+    path: str | os.PathLike, *, strict: bool = True
+) -> tuple[dict[str, dict], list[str]]:
     """``({docid: {"title", "text", "metadata"}}, skipped ids)`` from BEIR ``corpus.jsonl``.
 
     A record whose ``text`` is missing, not a string or blank is refused with a FormatError when

@@ -55,7 +55,7 @@ class PartialSort:
     boundary_count: np.ndarray  # (Q,) |boundary group| (full, may exceed K - a)
 
     @classmethod
-    def of(cls, scores: np.ndarray, kmax: int) -> "PartialSort":
+    def of(cls, scores: np.ndarray, kmax: int) -> PartialSort:
         n_queries, width = scores.shape
         if width < kmax:
             raise ValueError(f"batch width {width} is below the largest cutoff {kmax}")
@@ -151,13 +151,13 @@ class Layout:
     boundary: np.ndarray | None = None  # (Q, K) bool
 
     @classmethod
-    def fixed(cls, ranked: np.ndarray) -> "Layout":
+    def fixed(cls, ranked: np.ndarray) -> Layout:
         """A fixed order: every position is its own group."""
         positions = np.broadcast_to(np.arange(ranked.shape[1]), ranked.shape)
         return cls(ranked, positions, positions + 1, np.ones(ranked.shape))
 
     @classmethod
-    def tied(cls, partial: PartialSort, ranked: np.ndarray) -> "Layout":
+    def tied(cls, partial: PartialSort, ranked: np.ndarray) -> Layout:
         """The tie groups of ``ranked`` (which must be sorted by score descending)."""
         sorted_scores = gather(partial.scores, ranked)
         n_queries, kmax = ranked.shape

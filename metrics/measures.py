@@ -54,7 +54,7 @@ def parse_measure(text: str | Measure) -> Measure:
     return Measure(name, k)
 
 
-def parse_measures(texts: "list[str | Measure] | tuple[str | Measure, ...]") -> list[Measure]:
+def parse_measures(texts: list[str | Measure] | tuple[str | Measure, ...]) -> list[Measure]:
     """Parse several measures, dropping duplicates while keeping the given order."""
     if not texts:
         raise ValueError("no measures given")

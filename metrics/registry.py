@@ -45,7 +45,7 @@ class ItemValueDefinition:
 
     key: str
     doc: str
-    build: Callable[["ItemContext"], Transform]
+    build: Callable[[ItemContext], Transform]
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ RARITY_CAP = MappingProxyType({4: 1.0, 3: 0.25})
 RARITY_FALLBACK = MappingProxyType({5: 1.0, 4: 1.0, 3: 0.2})
 
 
-def pool_counts(items: "ItemContext") -> dict[int, np.ndarray]:
+def pool_counts(items: ItemContext) -> dict[int, np.ndarray]:
     """n_g: judged items with rubric grade g (5, 4, 3) per query, float64 (Q,)."""
 
     def compute() -> dict[int, np.ndarray]:
@@ -90,7 +90,7 @@ def pool_counts(items: "ItemContext") -> dict[int, np.ndarray]:
     return items.cached("pool_counts", compute)
 
 
-def rarity_weights(items: "ItemContext") -> dict[int, np.ndarray]:
+def rarity_weights(items: ItemContext) -> dict[int, np.ndarray]:
     """RA-nWG weights per query: r_g = b_g / p_g (α = 1), w5 = 1, w4 = min(r4/r5, 1), w3 = min(r3/r5, 0.25).
 
     With p_g = n_g / N, r_g / r_5 = (b_g / b_5) · n_5 / n_g; no grade-5 item gives (1, 1, 0.2).
@@ -110,7 +110,7 @@ def rarity_weights(items: "ItemContext") -> dict[int, np.ndarray]:
     return items.cached("rarity_weights", compute)
 
 
-def rarity_ideal(items: "ItemContext", kmax: int) -> np.ndarray:
+def rarity_ideal(items: ItemContext, kmax: int) -> np.ndarray:
     """Sum of the k largest pool weights for k = 1..K: (Q, K) (RA-nWG's denominator)."""
 
     def compute() -> np.ndarray:
@@ -131,7 +131,7 @@ def rarity_ideal(items: "ItemContext", kmax: int) -> np.ndarray:
     return items.cached(("rarity_ideal", kmax), compute)
 
 
-def ideal_dcg(items: "ItemContext", exponential: bool, kmax: int) -> np.ndarray:
+def ideal_dcg(items: ItemContext, exponential: bool, kmax: int) -> np.ndarray:
     """IDCG@k for k = 1..K from every judged grade of the query (gain g or 2^g − 1): (Q, K)."""
 
     def compute() -> np.ndarray:
@@ -149,7 +149,7 @@ def ideal_dcg(items: "ItemContext", exponential: bool, kmax: int) -> np.ndarray:
 # --- Item values ------------------------------------------------------------------------------------
 
 
-def _rarity_transform(items: "ItemContext") -> Transform:
+def _rarity_transform(items: ItemContext) -> Transform:
     weights = rarity_weights(items)
 
     def rarity(g: np.ndarray, r: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -184,11 +184,11 @@ RUBRIC_HARMFUL = ItemValueDefinition(
 # --- NA rules ---------------------------------------------------------------------------------------
 
 
-def _always(items: "ItemContext", kmax: int) -> np.ndarray:
+def _always(items: ItemContext, kmax: int) -> np.ndarray:
     return np.ones((1, 1), dtype=bool)
 
 
-def _has_relevant(items: "ItemContext", kmax: int) -> np.ndarray:
+def _has_relevant(items: ItemContext, kmax: int) -> np.ndarray:
     return items.n_relevant[:, None] > 0
 
 
@@ -196,7 +196,7 @@ def _ndcg_defined(exponential: bool) -> Definedness:
     return lambda items, kmax: _has_relevant(items, kmax) & (ideal_dcg(items, exponential, kmax) > 0)
 
 
-def _nrecall_denominator(items: "ItemContext", grades: tuple[int, ...], kmax: int) -> np.ndarray:
+def _nrecall_denominator(items: ItemContext, grades: tuple[int, ...], kmax: int) -> np.ndarray:
     counts = pool_counts(items)
     pool = sum(counts[g] for g in grades)
     return np.minimum(_cutoffs(kmax), pool[:, None])
@@ -205,7 +205,7 @@ def _nrecall_denominator(items: "ItemContext", grades: tuple[int, ...], kmax: in
 # --- Assemblies -------------------------------------------------------------------------------------
 
 
-def _hits(items: "ItemContext", layout: Layout, kmax: int) -> np.ndarray:
+def _hits(items: ItemContext, layout: Layout, kmax: int) -> np.ndarray:
     return expected_positional(layout, items.item(RELEVANT))
 
 
@@ -217,14 +217,14 @@ def _per_cutoff(item: ItemValueDefinition) -> Assembly:
 def _ndcg(exponential: bool) -> Assembly:
     gain = GAIN_EXPONENTIAL if exponential else GAIN_LINEAR
 
-    def assemble(items: "ItemContext", layout: Layout, kmax: int) -> np.ndarray:
+    def assemble(items: ItemContext, layout: Layout, kmax: int) -> np.ndarray:
         dcg = expected_positional(layout, items.item(gain), log_discounts(kmax))
         return dcg / ideal_dcg(items, exponential, kmax)
 
     return assemble
 
 
-def _err(items: "ItemContext", layout: Layout, kmax: int) -> np.ndarray:
+def _err(items: ItemContext, layout: Layout, kmax: int) -> np.ndarray:
     judged = items.batch.judged
     positive = np.unique(judged[judged > 0])  # candidates' grades come from the qrels
     classes: list[tuple[float, ItemValue]] = [
@@ -233,7 +233,7 @@ def _err(items: "ItemContext", layout: Layout, kmax: int) -> np.ndarray:
     return expected_err(layout, items.item(ERR_PROBABILITY), classes)
 
 
-def _ra_nwg(items: "ItemContext", layout: Layout, kmax: int) -> np.ndarray:
+def _ra_nwg(items: ItemContext, layout: Layout, kmax: int) -> np.ndarray:
     return expected_positional(layout, items.item(RARITY_WEIGHT)) / rarity_ideal(items, kmax)
 
 

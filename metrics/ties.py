@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def as_scores(scores: "np.typing.ArrayLike") -> np.ndarray:
+def as_scores(scores: np.typing.ArrayLike) -> np.ndarray:
     """Return ``scores`` as a 1-D float64 array (exact for every float dtype of ≤ 64 bits).
 
     Raises ValueError on NaN or ±inf, which have no place in a ranking.
@@ -25,13 +25,13 @@ def as_scores(scores: "np.typing.ArrayLike") -> np.ndarray:
     return values
 
 
-def rank_order(scores: "np.typing.ArrayLike") -> np.ndarray:
+def rank_order(scores: np.typing.ArrayLike) -> np.ndarray:
     """Indices sorted by score descending, ties broken by input index ascending (a stable sort)."""
     values = as_scores(scores)
     return np.argsort(-values, kind="stable")
 
 
-def tie_groups(scores: "np.typing.ArrayLike", min_size: int = 1) -> list[np.ndarray]:
+def tie_groups(scores: np.typing.ArrayLike, min_size: int = 1) -> list[np.ndarray]:
     """The tie groups in rank order, each an ascending array of input indices.
 
     ``min_size=2`` keeps only real ties (groups of two or more equal scores).
@@ -46,7 +46,7 @@ def tie_groups(scores: "np.typing.ArrayLike", min_size: int = 1) -> list[np.ndar
     return [g for g in groups if g.size >= min_size]
 
 
-def straddling_group(scores: "np.typing.ArrayLike", k: int) -> np.ndarray | None:
+def straddling_group(scores: np.typing.ArrayLike, k: int) -> np.ndarray | None:
     """The tie group that crosses cutoff ``k`` (members both inside and outside the top k), if any.
 
     Such a group makes every top-k metric depend on an arbitrary tie order.

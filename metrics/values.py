@@ -70,7 +70,7 @@ class ItemValue:
         """Values of every item (Q, W); only for the rare orders that must scan all items."""
         return np.asarray(self.transform(self.grid.grades, self.grid.rubric, self.grid.valid), dtype=np.float64)
 
-    def map(self, function: Callable[[np.ndarray], np.ndarray]) -> "ItemValue":
+    def map(self, function: Callable[[np.ndarray], np.ndarray]) -> ItemValue:
         """The value ``function(self)``, still lazy."""
         inner = self.transform
         return ItemValue(self.grid, lambda g, r, v: function(inner(g, r, v)))

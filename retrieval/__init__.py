@@ -20,13 +20,20 @@ from steadyrank.retrieval.fsio import IndexLockedError
 from steadyrank.retrieval.fusion import reciprocal_rank_fusion
 from steadyrank.retrieval.pipeline import Ranked, rerank_candidates, serve_order
 from steadyrank.retrieval.protocols import Embedder, Reranker
-from steadyrank.retrieval.routing import RoutingDecision, RoutingSettings, RoutingSignals, compute_signals, decide, load_settings
+from steadyrank.retrieval.routing import (
+    RoutingDecision,
+    RoutingSettings,
+    RoutingSignals,
+    compute_signals,
+    decide,
+    load_settings,
+)
 from steadyrank.retrieval.store import Candidates, EmbedderMismatchError, IndexIntegrityError, IndexStore, build_index
 
 __all__ = [
     "Bm25Settings", "Calibration", "Candidates", "Corpus", "CorpusError", "DenseSettings", "Document", "Embedder",
     "EmbedderMismatchError", "IndexIntegrityError", "IndexLockedError", "IndexStore", "Ranked", "Reranker",
     "RoutingDecision", "RoutingSettings", "RoutingSignals", "build_index", "calibrate", "compute_signals", "decide",
-    "load_settings", "observe", "read_corpus", "read_documents", "read_queries", "reciprocal_rank_fusion", "replay_route",
-    "rerank_candidates", "serve_order",
+    "load_settings", "observe", "read_corpus", "read_documents", "read_queries", "reciprocal_rank_fusion",
+    "replay_route", "rerank_candidates", "serve_order",
 ]

@@ -76,7 +76,9 @@ class Calibration:
         }
 
 
-def replay_route(ranked: Ranked, settings: RoutingSettings, route: Route) -> tuple[list[str], np.ndarray, RoutingDecision]:
+def replay_route(
+    ranked: Ranked, settings: RoutingSettings, route: Route
+) -> tuple[list[str], np.ndarray, RoutingDecision]:
     """The served list ``route`` would have produced, from a ranking reranked to ``k_high``.
 
     Valid because signals use only the first ``k_low`` reranker scores and the reranker is pointwise.
@@ -186,7 +188,8 @@ def calibrate(
     shape = (len(grids[0]), len(grids[1]), len(grids[2]), 2)
     esc_gain, esc_count, esc_extra = np.zeros(shape), np.zeros(shape), np.zeros(shape)
     for i, row in enumerate(masks[0]):
-        fired = row[None, None, None, :] | masks[1][:, None, None, :] | masks[2][None, :, None, :] | tie[None, None, :, :]
+        fired = (row[None, None, None, :] | masks[1][:, None, None, :] | masks[2][None, :, None, :]
+                 | tie[None, None, :, :])
         fired &= can
         esc_gain[i], esc_count[i], esc_extra[i] = fired @ gain, fired.sum(-1), fired @ extra
     enabled = sum(np.indices(shape)[axis] > 0 for axis in range(4))

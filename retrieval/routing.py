@@ -213,5 +213,6 @@ def compute_signals(
         dense_margin=None if dense_scores is None else margin_signal(dense_scores, settings.margin_at),
         rerank_entropy=entropy_signal(first, settings.entropy_temperature),
         tie_at_top_n=tie_signal(first, settings.top_n),
-        overlap=None if dense_ids is None or sparse_ids is None else overlap_signal(dense_ids, sparse_ids, settings.overlap_at),
+        overlap=(None if dense_ids is None or sparse_ids is None
+                 else overlap_signal(dense_ids, sparse_ids, settings.overlap_at)),
     )

@@ -242,8 +242,8 @@ def _write_generation(
 
 
 def _header(
-    embedder_id: str, dim: int, dense: DenseSettings, bm25: Bm25Settings | None, count: int, seconds: float, origin: str,
-    skipped_empty: int,
+    embedder_id: str, dim: int, dense: DenseSettings, bm25: Bm25Settings | None, count: int, seconds: float,
+    origin: str, skipped_empty: int,
 ) -> dict[str, Any]:
     return {
         "embedder": {"model_id": embedder_id, "dim": dim},
@@ -350,7 +350,9 @@ class IndexStore:
     def _load_generation(self, gen: Path, digest: str) -> None:
         manifest_bytes = (gen / MANIFEST).read_bytes()
         if sha256_bytes(manifest_bytes) != digest:
-            raise IndexIntegrityError(f"{gen / MANIFEST}: checksum does not match {self.root / CURRENT}; rebuild the index")
+            raise IndexIntegrityError(
+                f"{gen / MANIFEST}: checksum does not match {self.root / CURRENT}; rebuild the index"
+            )
         manifest = json.loads(manifest_bytes)
         if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
             raise IndexIntegrityError(

@@ -20,9 +20,11 @@ def tied_runs(draw):
         n = draw(st.integers(1, 25))
         scores = draw(st.lists(st.sampled_from([0.25, 0.5, 0.75, 1.0, 2.0]), min_size=n, max_size=n))
         grades = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
-        docids = draw(st.lists(st.text("abcdef0123456789", min_size=1, max_size=4), min_size=n, max_size=n, unique=True))
-        run[f"q{q}"] = dict(zip(docids, scores))
-        qrels[f"q{q}"] = {d: g for d, g in zip(docids, grades)}
+        docids = draw(
+            st.lists(st.text("abcdef0123456789", min_size=1, max_size=4), min_size=n, max_size=n, unique=True)
+        )
+        run[f"q{q}"] = dict(zip(docids, scores, strict=True))
+        qrels[f"q{q}"] = {d: g for d, g in zip(docids, grades, strict=True)}
         qrels[f"q{q}"].update({f"missing{i}": g for i, g in enumerate(draw(st.lists(st.integers(1, 3), max_size=3)))})
     return run, qrels
 
@@ -31,7 +33,10 @@ def tied_runs(draw):
 @given(tied_runs(), st.sampled_from([1, 3, 5, 10, 20]), st.sampled_from([1, 2]))
 def test_oblivious_docid_matches_pytrec_eval(case, k, rel_level):
     run, qrels = case
-    names = {f"ndcg_cut_{k}": f"ndcg@{k}", f"map_cut_{k}": f"map@{k}", f"recall_{k}": f"recall@{k}", f"P_{k}": f"precision@{k}"}
+    names = {
+        f"ndcg_cut_{k}": f"ndcg@{k}", f"map_cut_{k}": f"map@{k}",
+        f"recall_{k}": f"recall@{k}", f"P_{k}": f"precision@{k}",
+    }
     evaluator = pytrec_eval.RelevanceEvaluator(
         {q: {d: int(g) for d, g in j.items()} for q, j in qrels.items()},
         {f"{m}.{k}" for m in ("ndcg_cut", "map_cut", "recall", "P")}, relevance_level=rel_level,

@@ -78,8 +78,9 @@ def test_add_delete_info(index, tmp_path, capsys):
 
 def test_calibrate_writes_settings_that_search_accepts(index, beir, tmp_path, capsys):
     settings = tmp_path / "routing.json"
-    payload = run_json(capsys, ["route", "calibrate", "--data", str(beir), "--index", str(index), "--out", str(settings),
-                                "--depth", "20", "--k-low", "5", "--objective", "rate", "--target-rate", "0.5"])
+    payload = run_json(capsys, ["route", "calibrate", "--data", str(beir), "--index", str(index),
+                                "--out", str(settings), "--depth", "20", "--k-low", "5",
+                                "--objective", "rate", "--target-rate", "0.5"])
     assert payload["calibration"]["n_queries"] == 3 and payload["calibration"]["escalation_rate"] <= 0.5
     loaded = load_settings(settings)
     assert (loaded.k_low, loaded.k_high) == (5, 20)

@@ -18,7 +18,7 @@ ranked_lists = st.lists(
 def definition(rankings, k, weights):
     """RRF(d) = Σ_i w_i / (k + rank_i(d)), exactly."""
     scores: dict[int, Fraction] = {}
-    for ranking, w in zip(rankings, weights):
+    for ranking, w in zip(rankings, weights, strict=True):
         for rank, d in enumerate(ranking, start=1):
             scores[d] = scores.get(d, Fraction(0)) + Fraction(w) / (k + rank)
     return scores
@@ -30,10 +30,11 @@ def test_rrf_equals_its_definition(rankings, k, data):
     ids, scores = reciprocal_rank_fusion(rankings, k=k, weights=weights)
     exact = definition(rankings, k, [Fraction(w) for w in weights])
     assert set(ids) == set(exact)
-    for doc, score in zip(ids, scores):
+    for doc, score in zip(ids, scores, strict=True):
         assert score == pytest.approx(float(exact[doc]), rel=1e-12)
     values = [exact[d] for d in ids]
-    assert all(a >= b or float(a) == pytest.approx(float(b), rel=1e-12) for a, b in zip(values, values[1:]))
+    assert all(a >= b or float(a) == pytest.approx(float(b), rel=1e-12)
+               for a, b in zip(values, values[1:], strict=False))
 
 
 def test_rrf_known_values_ties_and_limit():

@@ -9,7 +9,7 @@ from steadyrank.retrieval.dense import DenseIndex, DenseSettings
 
 def recall_at_10(approximate: np.ndarray, exact: np.ndarray) -> float:
     """Mean over queries of |approx top 10 ∩ exact top 10| / 10."""
-    return float(np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approximate, exact)]))
+    return float(np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approximate, exact, strict=True)]))
 
 
 def test_hnsw_recall_at_10_vs_flat(minilm_vectors):
