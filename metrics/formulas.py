@@ -6,7 +6,7 @@ per-item values (:class:`~metrics.values.ItemValue`), and returns cumulative per
 groups (a fixed order) the same formulas reduce to the plain metric, so tie-aware and
 tie-oblivious values come from one implementation. Positions are 1-based ranks ``r = p + 1``.
 
-Notation per position p in group G (DESIGN.md "Definitions"): ``c`` items ranked before G,
+Notation per position p in group G (docs/ARCHITECTURE.md "Metric definitions"): ``c`` items ranked before G,
 ``m = |G|``, ``t = p - c`` the in-group offset, ``r`` relevant items in G, ``R_before`` relevant
 items before G.
 """

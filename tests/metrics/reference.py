@@ -1,6 +1,6 @@
 """Plain, loop-based reference implementations of every metric on ONE fixed ranked list.
 
-Written independently of ``metrics/`` (straight from DESIGN.md "Definitions") so that the
+Written independently of ``metrics/`` (straight from docs/ARCHITECTURE.md "Metric definitions") so that the
 closed forms can be checked against brute-force enumeration of tie orders.
 """
 
