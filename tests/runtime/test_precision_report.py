@@ -124,7 +124,8 @@ def beir_with_empty(beir_dir: Path, tmp_path: Path) -> Path:
 
 
 def test_empty_documents_are_skipped_with_a_warning(capsys, beir_with_empty: Path) -> None:
-    assert main(["precision-report", "--data", str(beir_with_empty), "--depth", "3", "--regimes", "fp32", "--json"]) == 0
+    argv = ["precision-report", "--data", str(beir_with_empty), "--depth", "3", "--regimes", "fp32", "--json"]
+    assert main(argv) == 0
     captured = capsys.readouterr()
     report, err = json.loads(captured.out), captured.err
     assert report["skipped_empty"] == 2 and report["candidates"]["queries"] == 2
