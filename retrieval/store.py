@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +44,7 @@ from steadyrank.retrieval.corpus import Document
 from steadyrank.retrieval.dense import DenseIndex, DenseSettings
 from steadyrank.retrieval.fsio import WriterLock, atomic_write_bytes, fsync_dir, fsync_tree, sha256_bytes, sha256_file
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
+from steadyrank.retrieval.modes import MODES, Mode
 from steadyrank.retrieval.protocols import Embedder
 from steadyrank.retrieval.wal import WriteAheadLog, read_log
 
@@ -57,8 +58,6 @@ GENERATION_PREFIX = "gen-"
 TMP_PREFIX = ".tmp-"
 NORM_TOLERANCE = 1e-3
 
-Mode = Literal["dense", "bm25", "hybrid"]
-MODES: tuple[Mode, ...] = ("dense", "bm25", "hybrid")
 
 
 class IndexIntegrityError(ValueError):

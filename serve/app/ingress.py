@@ -16,26 +16,23 @@ request and its reranked candidates, fire-and-forget.
 # No `from __future__ import annotations` here: FastAPI must see real annotations on the routes
 # that Ray Serve's ingress wraps (a string annotation `Request` would become a query parameter).
 import asyncio
-import base64
 import hmac
 import json
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
-from ray import serve as ray_serve
+from ray import serve
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from steadyrank.serve.app import protocol
-from steadyrank.serve.commands.output import json_safe
+from steadyrank.serve.output import json_safe
 from steadyrank.serve.app.errors import (
     ApiError,
     BadRequest,
@@ -49,7 +46,7 @@ from steadyrank.serve.app.errors import (
     schema_error,
 )
 from steadyrank.serve.app.settings import Settings, load_settings
-from steadyrank.serve.app.telemetry import Recorder
+from steadyrank.serve.telemetry import Recorder
 
 logger = logging.getLogger("steadyrank.ingress")
 
@@ -109,8 +106,8 @@ def message_of(exc: BaseException) -> str:
     return str(cause.args[0]) if cause.args else type(cause).__name__
 
 
-@ray_serve.deployment(name="Ingress")
-@ray_serve.ingress(app)
+@serve.deployment(name="Ingress")
+@serve.ingress(app)
 class Ingress:
     """HTTP front: validation, limits, auth, deadlines, metrics; the work happens in the handles."""
 
@@ -290,9 +287,7 @@ class Ingress:
             self._authorize(request)
             embedder = await self._model_facts("embedder", self.embedder)
             reranker = await self._model_facts("reranker", self.reranker)
-            data = [{"id": embedder["model"], "object": "model", "owned_by": "steadyrank", "task": "embeddings", **embedder},
-                    {"id": reranker["model"], "object": "model", "owned_by": "steadyrank", "task": "rerank", **reranker}]
-            return JSON({"object": "list", "data": data})
+            return JSON(protocol.ModelList.build(embedder, reranker).model_dump())
 
         return await self._serve("models", request, handle, record=False)
 
@@ -318,26 +313,7 @@ class Ingress:
         n = len(body.documents)
         top_n = min(body.top_n, n) if body.top_n is not None else None
         out = await self._call(deadline, self.reranker.rerank.remote(body.query, body.documents, top_n))
-        scores = out["scores"]
-        results = []
-        for i in out["order"][: top_n if top_n is not None else n]:
-            item: dict[str, Any] = {"index": int(i), "relevance_score": float(scores[i])}
-            if body.return_documents:
-                item["document"] = {"text": body.documents[i]}
-            results.append(item)
-        return JSON({
-            "id": str(uuid.uuid4()),
-            "model": out["model"],
-            "results": results,
-            "meta": {
-                "precision": out["precision"],
-                "scoring": out["scoring"],
-                "tie_groups": out["tie_groups"],
-                "tie_at_cutoff": bool(out["tie_at_cutoff"]),
-                "rescored_ties": int(out["rescored"]),
-                "truncated": out["truncated"],
-            },
-        })
+        return JSON(protocol.RerankResponse.build(out, body.documents, top_n, body.return_documents).model_dump())
 
     # -- search -------------------------------------------------------------------------------
 
@@ -356,19 +332,18 @@ class Ingress:
         self._check_query(body.query)
         if body.top_n is not None and body.top_n > self.limits.max_top_n:
             raise BadRequest(f"top_n: must be ≤ {self.limits.max_top_n}, got {body.top_n}")
-        call = {"query": body.query, "top_n": body.top_n, "mode": body.mode,
-                "return_documents": body.return_documents}
-        out = await self._call(deadline, self.searcher.search.remote(call))
-        payload: dict[str, Any] = {"id": str(uuid.uuid4()), "results": out["results"], "meta": out["meta"]}
-        if body.return_candidates:
-            payload["candidates"] = out["candidates"]
+        call = protocol.SearchCall(query=body.query, top_n=body.top_n, mode=body.mode,
+                                   return_documents=body.return_documents)
+        out: protocol.SearchOutcome = await self._call(deadline, self.searcher.search.remote(call))
+        payload = protocol.SearchResponse.build(out, body.return_candidates).model_dump()
         background = None
         if self.evaluator is not None:
+            outcome = out.model_dump()
             event = {
-                "request": call,
+                "request": call.model_dump(),
                 "query": body.query,
-                "candidates": out["candidates"],
-                "meta": out["meta"],
+                "candidates": outcome["candidates"],
+                "meta": outcome["meta"],
                 "golden_query_id": request.headers.get("x-golden-query-id"),
                 "latency_s": time.perf_counter() - started,
             }
@@ -419,15 +394,9 @@ class Ingress:
             raise BadRequest(f"dimensions: {facts['model']} has {facts['dim']} dimensions and cannot be shortened; "
                              f"got {body.dimensions}")
         out = await self._call(deadline, self.embedder.embed.remote(texts, True))
-        vectors = np.asarray(out["vectors"], dtype=np.float32)
-        if body.encoding_format == "base64":
-            data = [{"object": "embedding", "index": i, "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode()}
-                    for i, v in enumerate(vectors)]
-        else:
-            data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
-        tokens = int(out["tokens"] or 0)
-        return JSON({"object": "list", "data": data, "model": facts["model"],
-                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        response = protocol.EmbeddingResponse.build(out["vectors"], int(out["tokens"] or 0), facts["model"],
+                                                    body.encoding_format)
+        return JSON(response.model_dump())
 
     # -- quality (issue 6) --------------------------------------------------------------------
 

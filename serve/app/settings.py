@@ -20,6 +20,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.routing import Route, RoutingSettings, load_settings as load_routing_file
 from steadyrank.serve.quality.settings import QualitySettings
 from steadyrank.serve.runtime.settings import ModelSettings
@@ -27,7 +28,6 @@ from steadyrank.serve.runtime.settings import ModelSettings
 ENV_CACHE = "STEADYRANK_CACHE"
 ENV_SETTINGS = "STEADYRANK_SETTINGS"
 DEFAULT_KEYS_ENV = "STEADYRANK_API_KEYS"
-Mode = Literal["dense", "bm25", "hybrid"]
 
 
 class SettingsError(ValueError):
@@ -107,6 +107,12 @@ class BatchedDeploymentSettings(DeploymentSettings):
                 "or batches never fill"
             )
         return self
+
+    def ray_options(self) -> dict[str, Any]:
+        """As :meth:`DeploymentSettings.ray_options`, plus the batch limits as the deployment's
+        ``user_config`` (applied by its ``reconfigure``; changing them needs no replica restart)."""
+        return {**super().ray_options(),
+                "user_config": {"max_batch_size": self.max_batch_size, "batch_wait_timeout_s": self.batch_wait_timeout_s}}
 
 
 _DEPLOYMENT_DEFAULTS: dict[str, dict[str, Any]] = {
