@@ -17,6 +17,12 @@ re-scoring), ``route``. The retrieval-internal timings (``dense``, ``bm25``, ``f
 Model calls are async callables (:class:`SearchModels`): the ``Searcher`` deployment passes its
 DeploymentHandle calls, :func:`local_models` wraps in-process models for the CLI (run it with
 ``asyncio.run``). This module never imports a model runtime.
+
+Stored-vector reranking: when the reranker *is* the embedder (a bi-encoder with the embedder's
+weights, precision and scoring; ``SearchModels.stored_vectors``), a candidate's score is the FP32
+dot product of the query vector and the document vector the index stored at indexing time — the
+cosine of the two unit vectors, exactly what re-embedding the document would give up to FP32
+rounding — and no document is run through the model again (:func:`stored_vector_rows`).
 """
 
 from __future__ import annotations
@@ -51,12 +57,15 @@ class CandidatePool:
     dense: Hits | None
     sparse: Hits | None
     timings: dict[str, float]
+    vectors: np.ndarray | None = None
 
     @classmethod
-    def from_store(cls, store: IndexStore, candidates: Candidates) -> CandidatePool:
+    def from_store(cls, store: IndexStore, candidates: Candidates, with_vectors: bool = False) -> CandidatePool:
+        """The pool of ``candidates``; ``with_vectors``: also their stored float32 vectors (n, dim)."""
         docs = [store.document(d) for d in candidates.doc_ids]
+        vectors = store.vectors(candidates.doc_ids) if with_vectors else None
         return cls(list(candidates.doc_ids), np.asarray(candidates.scores, dtype=np.float64), docs,
-                   candidates.dense, candidates.sparse, dict(candidates.timings))
+                   candidates.dense, candidates.sparse, dict(candidates.timings), vectors)
 
     @property
     def texts(self) -> list[str]:
@@ -72,20 +81,23 @@ class PassScores:
 
 
 EmbedQuery = Callable[[str], Awaitable[np.ndarray]]
-Retrieve = Callable[[str, "np.ndarray | None", Mode, int], Awaitable[CandidatePool]]
+Retrieve = Callable[[str, "np.ndarray | None", Mode, int, bool], Awaitable[CandidatePool]]
 ScorePass = Callable[[str, list[str]], Awaitable[PassScores]]
 Fp32Keys = Callable[[str, list[str]], Awaitable[np.ndarray]]
 
 
 @dataclass(frozen=True)
 class SearchModels:
-    """The pipeline's model calls. ``score`` None: no reranker (retrieval order is served).
-    ``fp32_keys`` None: a tie straddling ``top_n`` is reported, not settled."""
+    """The pipeline's model calls. ``retrieve(query, vector, mode, depth, with_vectors)``.
+    ``score`` None: no reranker (retrieval order is served). ``fp32_keys`` None: a tie straddling
+    ``top_n`` is reported, not settled. ``stored_vectors``: the reranker is the embedder; score from
+    the stored vectors (module docstring) instead of calling ``score``."""
 
     retrieve: Retrieve
     embed: EmbedQuery | None = None
     score: ScorePass | None = None
     fp32_keys: Fp32Keys | None = None
+    stored_vectors: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,19 +152,20 @@ def serve_order(doc_ids: list[str], rank_keys: np.ndarray, order: Sequence[int] 
 async def rank_pool(
     query: str,
     pool: CandidatePool,
-    score: ScorePass,
+    score: ScoreRows,
     settings: RoutingSettings,
     route: Route = "dynamic",
     fp32_keys: Fp32Keys | None = None,
 ) -> Ranked:
-    """Rerank ``pool`` for ``query`` under ``route`` (see :func:`retrieval.routing.decide`);
-    a tie straddling ``settings.top_n`` is settled with ``fp32_keys`` when given."""
+    """Rerank ``pool`` for ``query`` under ``route`` (see :func:`retrieval.routing.decide`) with the
+    passes ``score`` (:func:`model_rows` or :func:`stored_vector_rows`); a tie straddling
+    ``settings.top_n`` is settled with ``fp32_keys`` when given."""
     timings: dict[str, float] = {}
     n = len(pool.doc_ids)
     texts = pool.texts[: min(settings.k_high, n)]
     low = min(settings.k_low, n)
     started = time.perf_counter()
-    first = await _pass(score, query, texts[:low])
+    first = await score(0, low)
     first_pass_s = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -170,7 +183,7 @@ async def rank_pool(
     started = time.perf_counter()
     scores, keys = first.scores, first.keys
     if decision.k_rerank > low:
-        second = await _pass(score, query, texts[low : decision.k_rerank])
+        second = await score(low, decision.k_rerank)
         scores, keys = np.concatenate([scores, second.scores]), np.concatenate([keys, second.keys])
 
     async def rescore(indices: np.ndarray) -> np.ndarray:
@@ -187,21 +200,51 @@ async def search(query: str, mode: Mode, models: SearchModels, settings: Routing
     """One query end to end (module docstring): embed, retrieve ``settings.k_high``, rerank, route."""
     timings: dict[str, float] = {}
     vector = None
-    if mode != "bm25":
+    stored = models.stored_vectors and models.score is not None
+    if mode != "bm25" or stored:
         if models.embed is None:
             raise ValueError(f"mode {mode!r} needs a query embedder")
         started = time.perf_counter()
         vector = await models.embed(query)
         timings["embed"] = time.perf_counter() - started
     started = time.perf_counter()
-    pool = await models.retrieve(query, vector, mode, settings.k_high)
+    pool = await models.retrieve(query, vector, mode, settings.k_high, stored)
     timings["retrieve"] = time.perf_counter() - started
     if models.score is None:
         empty = np.zeros(0, dtype=np.float32)
         return Ranked(pool.doc_ids, pool.scores, pool, empty, empty, None, None, None, timings)
-    ranked = await rank_pool(query, pool, models.score, settings, route, models.fp32_keys)
+    score = stored_vector_rows(vector, pool) if stored else model_rows(models.score, query, pool)
+    ranked = await rank_pool(query, pool, score, settings, route, models.fp32_keys)
     return Ranked(ranked.doc_ids, ranked.scores, pool, ranked.rerank_scores, ranked.rerank_keys, ranked.ranking,
                   ranked.signals, ranked.decision, {**timings, **ranked.timings}, ranked.first_pass_s)
+
+
+#: Scores of the candidates ``pool[start:stop]`` (one rerank pass).
+ScoreRows = Callable[[int, int], Awaitable[PassScores]]
+
+
+def model_rows(score: ScorePass, query: str, pool: CandidatePool) -> ScoreRows:
+    """Rerank passes through the reranker: ``score(query, texts of the rows)``."""
+    texts = pool.texts
+
+    async def rows(start: int, stop: int) -> PassScores:
+        return await _pass(score, query, texts[start:stop])
+
+    return rows
+
+
+def stored_vector_rows(query_vector: np.ndarray, pool: CandidatePool) -> ScoreRows:
+    """Rerank passes from the pool's stored vectors: score = key = ``Σ_j q_j d_j`` in float32 (the
+    cosine of unit vectors; module docstring)."""
+    if pool.vectors is None:
+        raise ValueError("stored-vector reranking needs the candidates' vectors (retrieve with_vectors)")
+    query = np.asarray(query_vector, dtype=np.float32)
+
+    async def rows(start: int, stop: int) -> PassScores:
+        keys = (pool.vectors[start:stop] @ query).astype(np.float32)
+        return PassScores(keys, keys)
+
+    return rows
 
 
 async def _pass(score: ScorePass, query: str, texts: list[str]) -> PassScores:
@@ -216,17 +259,18 @@ async def _pass(score: ScorePass, query: str, texts: list[str]) -> PassScores:
 
 
 def local_models(store: IndexStore, embedder: Embedder | None, reranker: Reranker | None, *,
-                 rrf_k: float, rrf_weights: tuple[float, float]) -> SearchModels:
+                 rrf_k: float, rrf_weights: tuple[float, float], stored_vectors: bool = False) -> SearchModels:
     """:class:`SearchModels` over in-process models (the CLI): the store retrieves, ``embedder``
     embeds the query, ``reranker`` scores pairs (and re-scores a boundary tie in FP32 when its
-    ``rescores_boundary_ties`` says so)."""
+    ``rescores_boundary_ties`` says so); ``stored_vectors`` as in :class:`SearchModels`."""
 
     async def embed(query: str) -> np.ndarray:
         return embedder.encode([query])[0]
 
-    async def retrieve(query: str, vector: np.ndarray | None, mode: Mode, depth: int) -> CandidatePool:
+    async def retrieve(query: str, vector: np.ndarray | None, mode: Mode, depth: int,
+                       with_vectors: bool) -> CandidatePool:
         found = store.search(query, mode=mode, depth=depth, rrf_k=rrf_k, rrf_weights=rrf_weights, vector=vector)
-        return CandidatePool.from_store(store, found)
+        return CandidatePool.from_store(store, found, with_vectors)
 
     async def score(query: str, texts: list[str]) -> PassScores:
         out = reranker.score([(query, t) for t in texts])
@@ -237,7 +281,8 @@ def local_models(store: IndexStore, embedder: Embedder | None, reranker: Reranke
 
     rescores = reranker is not None and reranker.rescores_boundary_ties
     return SearchModels(retrieve=retrieve, embed=None if embedder is None else embed,
-                        score=None if reranker is None else score, fp32_keys=fp32_keys if rescores else None)
+                        score=None if reranker is None else score, fp32_keys=fp32_keys if rescores else None,
+                        stored_vectors=stored_vectors)
 
 
 def rerank_candidates(
@@ -251,7 +296,7 @@ def rerank_candidates(
     """:func:`rank_pool` run synchronously over in-process models, for already retrieved ``candidates``."""
     models = local_models(store, None, reranker, rrf_k=DEFAULT_RRF_K, rrf_weights=(1.0, 1.0))
     pool = CandidatePool.from_store(store, candidates)
-    return asyncio.run(rank_pool(query, pool, models.score, settings, route, models.fp32_keys))
+    return asyncio.run(rank_pool(query, pool, model_rows(models.score, query, pool), settings, route, models.fp32_keys))
 
 
 def latency_summary(timings: list[dict[str, float]]) -> dict[str, dict[str, float]]:

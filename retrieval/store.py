@@ -513,6 +513,15 @@ class IndexStore:
         """The live document ``doc_id`` (KeyError if absent or deleted)."""
         return self._docs[self._live[doc_id]]
 
+    def vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
+        """The stored float32 unit vectors of the live documents ``doc_ids``, rows in that order
+        (exactly what the embedder returned at indexing; KeyError if one is absent or deleted)."""
+        slots = [self._live[d] for d in doc_ids]
+        base = len(self._base_vectors)
+        added = np.concatenate(self._added_vectors, axis=0) if any(s >= base for s in slots) else None
+        rows = [self._base_vectors[s] if s < base else added[s - base] for s in slots]
+        return np.asarray(rows, dtype=np.float32).reshape(len(slots), int(self.manifest["embedder"]["dim"]))
+
     def info(self) -> dict[str, Any]:
         """Manifest plus the live state: count, generation, WAL records, deleted-but-not-compacted slots."""
         return {

@@ -99,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
     embedder = None if args.mode == "bm25" else load_embedder_arg(args.embedder)
     reranker = None if args.rerank is None else load_reranker_arg(args.rerank, args.rerank_precision)
     with IndexStore.open(args.index, embedder) as store:
-        models = local_models(store, embedder, reranker, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights)
+        stored = embedder is not None and reranker is not None and reranker.settings.same_vectors(embedder.settings)
+        models = local_models(store, embedder, reranker, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights,
+                              stored_vectors=stored)
         ranked = asyncio.run(_search_all(queries, args.mode, models, settings, route))
     trec = {qid: dict(zip(r.doc_ids, map(float, r.scores), strict=True)) for qid, r in ranked.items()}
     per_query = {qid: query_report(r) for qid, r in ranked.items()}

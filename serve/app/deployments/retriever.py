@@ -46,11 +46,14 @@ class Retriever:
         return {"path": str(self.path), "generation": self.store.generation, "documents": self.store.count,
                 "embedder": manifest["embedder"], "dense": manifest["dense"], "bm25": manifest["bm25"] is not None}
 
-    async def search(self, query: str, vector: np.ndarray | None, mode: Mode, depth: int) -> CandidatePool:
-        """The top ``depth`` candidates of ``mode`` (``vector``: the query embedding, None for bm25)."""
-        return await run_in(self.executor, self._search, query, vector, mode, depth)
+    async def search(self, query: str, vector: np.ndarray | None, mode: Mode, depth: int,
+                     with_vectors: bool = False) -> CandidatePool:
+        """The top ``depth`` candidates of ``mode`` (``vector``: the query embedding, None for bm25);
+        ``with_vectors``: with their stored float32 vectors."""
+        return await run_in(self.executor, self._search, query, vector, mode, depth, with_vectors)
 
-    def _search(self, query: str, vector: np.ndarray | None, mode: Mode, depth: int) -> CandidatePool:
+    def _search(self, query: str, vector: np.ndarray | None, mode: Mode, depth: int,
+                with_vectors: bool) -> CandidatePool:
         s = self.search_settings
         if mode != "bm25" and vector is None:
             raise InvalidRequest(f"mode {mode!r} needs the query vector")
@@ -59,4 +62,4 @@ class Retriever:
                                       rrf_weights=tuple(s.rrf_weights), vector=vector)
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
-        return CandidatePool.from_store(self.store, found)
+        return CandidatePool.from_store(self.store, found, with_vectors)

@@ -34,6 +34,8 @@ class Searcher:
         self.rerankers = {"primary": reranker, "canary": canary}
         models = {"primary": settings.reranker_model, "canary": settings.canary}
         self.rescore_on = {v: m is not None and m.rescores_boundary_ties for v, m in models.items()}
+        # the primary reranker is the embedder: rerank from the index's stored vectors
+        self.stored_vectors = {"primary": settings.reranker_model.same_vectors(settings.embedder), "canary": False}
         self.facts: dict[str, dict[str, Any]] = {}
         self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
 
@@ -59,8 +61,9 @@ class Searcher:
         async def embed(query: str) -> np.ndarray:
             return (await self.embedder.embed.remote([query]))["vectors"][0]
 
-        async def retrieve(query: str, vector: np.ndarray | None, mode: Mode, depth: int) -> CandidatePool:
-            return await self.retriever.search.remote(query, vector, mode, depth)
+        async def retrieve(query: str, vector: np.ndarray | None, mode: Mode, depth: int,
+                           with_vectors: bool) -> CandidatePool:
+            return await self.retriever.search.remote(query, vector, mode, depth, with_vectors)
 
         async def score(query: str, texts: list[str]) -> PassScores:
             out = await reranker.score.remote(query, texts, shadow=call.shadow)
@@ -70,7 +73,8 @@ class Searcher:
             return await reranker.fp32_keys.remote(query, texts, shadow=call.shadow)
 
         return SearchModels(retrieve=retrieve, embed=embed, score=score,
-                            fp32_keys=fp32_keys if self.rescore_on[call.variant] else None)
+                            fp32_keys=fp32_keys if self.rescore_on[call.variant] else None,
+                            stored_vectors=self.stored_vectors[call.variant])
 
     async def search(self, request: SearchCall | dict[str, Any]) -> SearchOutcome:
         """Search one query (:class:`~serve.app.protocol.SearchCall`: ``query``, ``top_n`` (default
