@@ -7,7 +7,11 @@ Routes: ``POST /v1/rerank``, ``POST /v1/search``, ``POST /v1/embeddings``, ``GET
 Each scoring request: API key (constant-time) → body read with a size cap (413) → schema (422,
 naming the field; 400 for broken JSON) → emptiness (400) and size limits (413) → the deployment
 call under a deadline (504; ``X-Request-Timeout`` may shorten it) → JSON. A full queue downstream
-(``max_queued_requests``) answers 503 with ``Retry-After``. Every outcome is counted in
+(``max_queued_requests``) answers 503 with ``Retry-After``. Admission control: one ingress replica
+works on at most ``limits.max_in_flight`` scoring requests; the next is refused at once (JSON 503,
+``Retry-After``) before any compute. The deadline travels to the model replicas, which drop a
+request still queued when it passes (or when its client disconnected) before its forward pass;
+``steadyrank_requests_dropped_total{deployment, reason}`` counts both. Every outcome is counted in
 ``steadyrank_requests_total{endpoint, code}`` and timed in ``steadyrank_request_duration_seconds``.
 After a ``/v1/search`` response is sent, the shadow evaluator (when configured) gets a copy of the
 request and its reranked candidates, fire-and-forget.
@@ -122,6 +126,7 @@ class Ingress:
         self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
         self.facts: dict[str, dict[str, Any]] = {}
         self._background: set[asyncio.Task] = set()
+        self.in_flight = 0
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -179,11 +184,11 @@ class Ingress:
         """Await a deployment call under ``deadline``, mapping Ray's errors to HTTP ones."""
         from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 
-        from steadyrank.serve.app.deployments import InvalidRequest
+        from steadyrank.serve.app.deployments import DeadlineExceeded, InvalidRequest
 
         try:
             return await asyncio.wait_for(work, timeout=deadline)
-        except asyncio.TimeoutError:
+        except (asyncio.TimeoutError, DeadlineExceeded):
             raise Timeout(f"request took longer than its deadline of {deadline:g} s") from None
         except BackPressureError:
             raise Overloaded("server overloaded: too many queued requests; retry later",
@@ -203,6 +208,13 @@ class Ingress:
     async def _serve(self, endpoint: str, request: Request,
                      handler: Callable[[Request], Awaitable[Response]], record: bool = True) -> Response:
         started = time.perf_counter()
+        if record and self.in_flight >= self.limits.max_in_flight:
+            self.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason="overloaded")
+            response = Overloaded(f"server at capacity ({self.limits.max_in_flight} requests in flight); retry later",
+                                  self.limits.retry_after_s).response()
+            self.recorder.inc("steadyrank_requests_total", endpoint=endpoint, code=str(response.status_code))
+            return response
+        self.in_flight += record
         try:
             response = await handler(request)
         except ApiError as exc:
@@ -217,6 +229,8 @@ class Ingress:
                 logger.exception("%s failed", endpoint)
                 response = error_response(500, "internal_error", f"internal error: {type(root_cause(exc)).__name__}: "
                                                                  f"{message_of(exc)}")
+        finally:
+            self.in_flight -= record
         if record:  # user traffic of the scoring endpoints only
             self.recorder.inc("steadyrank_requests_total", endpoint=endpoint, code=str(response.status_code))
             self.recorder.observe("steadyrank_request_duration_seconds", time.perf_counter() - started, endpoint=endpoint)
@@ -312,7 +326,8 @@ class Ingress:
         self._check_model(body.model, facts["model"])
         n = len(body.documents)
         top_n = min(body.top_n, n) if body.top_n is not None else None
-        out = await self._call(deadline, self.reranker.rerank.remote(body.query, body.documents, top_n))
+        out = await self._call(deadline, self.reranker.rerank.remote(body.query, body.documents, top_n,
+                                                                     deadline=time.time() + deadline))
         return JSON(protocol.RerankResponse.build(out, body.documents, top_n, body.return_documents).model_dump())
 
     # -- search -------------------------------------------------------------------------------
@@ -333,7 +348,7 @@ class Ingress:
         if body.top_n is not None and body.top_n > self.limits.max_top_n:
             raise BadRequest(f"top_n: must be ≤ {self.limits.max_top_n}, got {body.top_n}")
         call = protocol.SearchCall(query=body.query, top_n=body.top_n, mode=body.mode,
-                                   return_documents=body.return_documents)
+                                   return_documents=body.return_documents, deadline=time.time() + deadline)
         out: protocol.SearchOutcome = await self._call(deadline, self.searcher.search.remote(call))
         payload = protocol.SearchResponse.build(out, body.return_candidates).model_dump()
         background = None
@@ -393,7 +408,7 @@ class Ingress:
         if body.dimensions is not None and body.dimensions != facts["dim"]:
             raise BadRequest(f"dimensions: {facts['model']} has {facts['dim']} dimensions and cannot be shortened; "
                              f"got {body.dimensions}")
-        out = await self._call(deadline, self.embedder.embed.remote(texts, True))
+        out = await self._call(deadline, self.embedder.embed.remote(texts, True, deadline=time.time() + deadline))
         response = protocol.EmbeddingResponse.build(out["vectors"], int(out["tokens"] or 0), facts["model"],
                                                     body.encoding_format)
         return JSON(response.model_dump())

@@ -188,6 +188,7 @@ class SearchCall(BaseModel):
     variant: Variant = "primary"
     route: Route | None = None
     return_documents: bool = True
+    deadline: float | None = Field(None, description="epoch seconds after which model work is dropped")
 
 
 class SearchOutcome(_Response):

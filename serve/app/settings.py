@@ -255,6 +255,8 @@ class LimitsSettings(_Section):
     request_timeout_s: float = Field(30.0, gt=0, description="per-request deadline (504 beyond); a client may "
                                                              "ask for less with the X-Request-Timeout header")
     retry_after_s: int = Field(1, ge=0, description="Retry-After seconds sent with 503 overload answers")
+    max_in_flight: int = Field(64, ge=1, description="scoring requests one ingress replica works on at once; "
+                                                     "beyond, 503 + Retry-After at once, before any compute")
 
 
 class AuthSettings(_Section):
@@ -314,6 +316,12 @@ class Settings(_Section):
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         policy = self.routing.policy()
+        ingress = self.deployments.ingress.max_ongoing_requests
+        if self.limits.max_in_flight >= ingress:
+            raise ValueError(
+                f"limits.max_in_flight ({self.limits.max_in_flight}) must be < deployments.ingress.max_ongoing_requests "
+                f"({ingress}), so steadyrank refuses overload with its JSON 503 before Ray's own queue limit does"
+            )
         if self.quality.enabled and self.quality.top_n > self.limits.max_top_n:
             raise ValueError(
                 f"quality.top_n ({self.quality.top_n}) must be ≤ limits.max_top_n ({self.limits.max_top_n})"

@@ -13,11 +13,11 @@ Model runtimes are imported inside the constructors, so replicas that hold no mo
 torch from here.
 """
 
-from steadyrank.serve.app.deployments.common import InvalidRequest
+from steadyrank.serve.app.deployments.common import DeadlineExceeded, InvalidRequest
 from steadyrank.serve.app.deployments.embedder import Embedder
 from steadyrank.serve.app.deployments.metrics_hub import MetricsHub
 from steadyrank.serve.app.deployments.reranker import Reranker
 from steadyrank.serve.app.deployments.retriever import Retriever
 from steadyrank.serve.app.deployments.searcher import Searcher
 
-__all__ = ["Embedder", "InvalidRequest", "MetricsHub", "Reranker", "Retriever", "Searcher"]
+__all__ = ["DeadlineExceeded", "Embedder", "InvalidRequest", "MetricsHub", "Reranker", "Retriever", "Searcher"]

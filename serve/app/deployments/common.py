@@ -4,6 +4,7 @@ batch, torch thread settings and batch options applied through Ray Serve's ``use
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,48 @@ from steadyrank.serve.runtime.errors import check_texts
 
 class InvalidRequest(ValueError):
     """A request a deployment refuses (HTTP 400 at the ingress)."""
+
+
+class DeadlineExceeded(Exception):
+    """The request's deadline passed (or its caller gave up) before its forward pass; dropped
+    unscored (HTTP 504 at the ingress)."""
+
+
+@dataclass
+class Ticket:
+    """One model call's deadline (epoch seconds; None = none) and whether its caller gave up
+    (the handle call was cancelled: the client disconnected or the ingress timed out)."""
+
+    deadline: float | None = None
+    cancelled: bool = False
+    started: bool = False
+
+    def drop_reason(self, now: float) -> str | None:
+        """``deadline`` (it passed), ``disconnected`` (cancelled before its deadline) or None (run it)."""
+        if self.deadline is not None and now >= self.deadline:
+            return "deadline"
+        return "disconnected" if self.cancelled else None
+
+
+def count_drop(recorder: Any, label: str, reason: str) -> None:
+    recorder.inc("steadyrank_requests_dropped_total", deployment=label, reason=reason)
+
+
+async def admitted(batched: Any, job: Any, ticket: Ticket, recorder: Any, label: str) -> Any:
+    """Queue ``(job, ticket)`` on a ``@serve.batch`` method and await its result. A job whose
+    deadline passed is refused here; a caller cancelled while its job is still queued marks the
+    ticket, so the batch drops the job unscored (counted once, here)."""
+    reason = ticket.drop_reason(time.time())
+    if reason is not None:
+        count_drop(recorder, label, reason)
+        raise DeadlineExceeded("the request's deadline passed before it reached the model")
+    try:
+        return unwrap(await batched((job, ticket)))
+    except asyncio.CancelledError:
+        if not ticket.started:
+            ticket.cancelled = True
+            count_drop(recorder, label, ticket.drop_reason(time.time()) or "disconnected")
+        raise
 
 
 @dataclass
@@ -60,6 +103,30 @@ def run_isolated(jobs: list[Any], run: Any) -> list[Any]:
             out.append(run([job])[0])
         except Exception as exc:  # noqa: BLE001
             out.append(Failed(exc))
+    return out
+
+
+async def run_batch(executor: ThreadPoolExecutor, jobs: list[tuple[Any, Ticket]], run: Any, recorder: Any,
+                    label: str) -> list[Any]:
+    """Run the live jobs of a batch in one ``run`` (isolated, :func:`run_isolated`); a job whose
+    deadline passed or whose caller gave up is dropped before the forward pass and counted in
+    ``steadyrank_requests_dropped_total{deployment=label, reason}``."""
+    now = time.time()
+    out: list[Any] = [None] * len(jobs)
+    live = []
+    for i, (_, ticket) in enumerate(jobs):
+        reason = ticket.drop_reason(now)
+        if reason is None:
+            ticket.started = True
+            live.append(i)
+        else:
+            if not ticket.cancelled:  # a cancelled job was counted when its caller gave up
+                count_drop(recorder, label, reason)
+            out[i] = Failed(DeadlineExceeded(f"dropped before the forward pass ({reason})"))
+    if live:
+        results = await run_in(executor, run_isolated, [jobs[i][0] for i in live], run)
+        for i, result in zip(live, results, strict=True):
+            out[i] = result
     return out
 
 

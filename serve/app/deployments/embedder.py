@@ -8,13 +8,13 @@ import numpy as np
 from ray import serve
 
 from steadyrank.serve.app.deployments.common import (
+    Ticket,
+    admitted,
     apply_batch_config,
     check_text_list,
     model_executor,
-    run_in,
-    run_isolated,
+    run_batch,
     set_torch_threads,
-    unwrap,
 )
 from steadyrank.serve.app.settings import Settings, load_settings
 from steadyrank.serve.telemetry import Recorder
@@ -41,17 +41,18 @@ class Embedder:
         return {"model": m.model_id, "dim": m.dim, "precision": m.precision, "scoring": m.scoring,
                 "max_length": m.max_length}
 
-    async def embed(self, texts: list[str], count_tokens: bool = False) -> dict[str, Any]:
-        """``{"vectors": float32 (n, dim) unit rows, "tokens": int | None}`` (tokens after truncation)."""
+    async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None) -> dict[str, Any]:
+        """``{"vectors": float32 (n, dim) unit rows, "tokens": int | None}`` (tokens after truncation).
+        ``deadline`` (epoch s): dropped unembedded once it passed (``DeadlineExceeded``)."""
         texts = check_text_list(texts, "input")
         if not texts:
             return {"vectors": np.zeros((0, self.model.dim), dtype=np.float32), "tokens": 0 if count_tokens else None}
-        return unwrap(await self._batch((texts, bool(count_tokens))))
+        return await admitted(self._batch, (texts, bool(count_tokens)), Ticket(deadline), self.recorder, "embedder")
 
     @serve.batch  # limits from user_config (reconfigure)
-    async def _batch(self, jobs: list[tuple[list[str], bool]]) -> list[Any]:
+    async def _batch(self, jobs: list[tuple[tuple[list[str], bool], Ticket]]) -> list[Any]:
         self.recorder.observe("steadyrank_batch_size", len(jobs), deployment="embedder")
-        return await run_in(self.executor, run_isolated, jobs, self._encode)
+        return await run_batch(self.executor, jobs, self._encode, self.recorder, "embedder")
 
     def _encode(self, jobs: list[tuple[list[str], bool]]) -> list[dict[str, Any]]:
         flat = [t for texts, _ in jobs for t in texts]

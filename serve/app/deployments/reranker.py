@@ -19,13 +19,14 @@ from ray import serve
 from steadyrank.retrieval.ranking import rank_async
 from steadyrank.serve.app.deployments.common import (
     InvalidRequest,
+    Ticket,
+    admitted,
     apply_batch_config,
     check_text_list,
     model_executor,
+    run_batch,
     run_in,
-    run_isolated,
     set_torch_threads,
-    unwrap,
 )
 from steadyrank.serve.app.priority import ShadowGate, chunks
 from steadyrank.serve.app.protocol import Variant
@@ -68,8 +69,12 @@ class Reranker:
                 "max_length": s.settings.max_length, "role": self.role,
                 "rescore_boundary_ties": s.rescores_boundary_ties, "torch_threads": torch.get_num_threads()}
 
-    async def score(self, query: str, documents: list[str], shadow: bool = False) -> dict[str, np.ndarray]:
+    async def score(self, query: str, documents: list[str], shadow: bool = False,
+                    deadline: float | None = None) -> dict[str, np.ndarray]:
         """``{"scores", "keys"}`` float32 (n,) and ``"truncated"`` bool (n,), in input order.
+
+        ``deadline`` (epoch s): a user request still queued when it passes (or whose caller gave
+        up) is dropped before its forward pass (``DeadlineExceeded``; counted).
 
         ``shadow`` (evaluator traffic): scored in chunks of ``quality.shadow_chunk_docs`` documents,
         each started only when user work leaves room (:class:`~serve.app.priority.ShadowGate`).
@@ -86,7 +91,7 @@ class Reranker:
                      for part in chunks(documents, self.shadow_chunk_docs)]
             return {name: np.concatenate([p[name] for p in parts]) for name in ("scores", "keys", "truncated")}
         async with self.gate.user():
-            return unwrap(await self._batch((query, documents)))
+            return await admitted(self._batch, (query, documents), Ticket(deadline), self.recorder, self.label)
 
     async def fp32_keys(self, query: str, documents: list[str], shadow: bool = False) -> np.ndarray:
         """Rank keys of ``documents`` from an FP32 forward pass (boundary re-scoring); ``shadow`` as
@@ -107,7 +112,8 @@ class Reranker:
         with self._twin_lock:  # the FP32 twin is loaded once, lazily
             return self.scorer.fp32_keys([(query, d) for d in documents])
 
-    async def rerank(self, query: str, documents: list[str], top_n: int | None = None, record: bool = True) -> dict[str, Any]:
+    async def rerank(self, query: str, documents: list[str], top_n: int | None = None, record: bool = True,
+                     deadline: float | None = None) -> dict[str, Any]:
         """The ranking of ``documents`` for ``query`` (:func:`retrieval.ranking.rank`).
 
         Returns ``scores`` (float32, input order), ``order`` (input indices by rank), ``tie_groups``,
@@ -116,7 +122,7 @@ class Reranker:
         """
         started = time.perf_counter()
         documents = check_rerank_args(query, check_text_list(documents, "documents"), top_n)
-        scored = await self.score(query, documents)
+        scored = await self.score(query, documents, deadline=deadline)
 
         async def rescore(indices: np.ndarray) -> np.ndarray:
             return await self.fp32_keys(query, [documents[i] for i in indices])
@@ -142,9 +148,9 @@ class Reranker:
         return result
 
     @serve.batch  # limits from user_config (reconfigure)
-    async def _batch(self, jobs: list[tuple[str, list[str]]]) -> list[Any]:
+    async def _batch(self, jobs: list[tuple[tuple[str, list[str]], Ticket]]) -> list[Any]:
         self.recorder.observe("steadyrank_batch_size", len(jobs), deployment=self.label)
-        return await run_in(self.executor, run_isolated, jobs, self._score_jobs)
+        return await run_batch(self.executor, jobs, self._score_jobs, self.recorder, self.label)
 
     def _score_jobs(self, jobs: list[tuple[str, list[str]]]) -> list[dict[str, np.ndarray]]:
         pairs = [(query, doc) for query, docs in jobs for doc in docs]

@@ -59,14 +59,14 @@ class Searcher:
         reranker = self.rerankers[call.variant]
 
         async def embed(query: str) -> np.ndarray:
-            return (await self.embedder.embed.remote([query]))["vectors"][0]
+            return (await self.embedder.embed.remote([query], deadline=call.deadline))["vectors"][0]
 
         async def retrieve(query: str, vector: np.ndarray | None, mode: Mode, depth: int,
                            with_vectors: bool) -> CandidatePool:
             return await self.retriever.search.remote(query, vector, mode, depth, with_vectors)
 
         async def score(query: str, texts: list[str]) -> PassScores:
-            out = await reranker.score.remote(query, texts, shadow=call.shadow)
+            out = await reranker.score.remote(query, texts, shadow=call.shadow, deadline=call.deadline)
             return PassScores(out["scores"], out["keys"])
 
         async def fp32_keys(query: str, texts: list[str]) -> np.ndarray:
