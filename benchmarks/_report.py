@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from steadyrank.serve.commands.output import dumps_json, format_table
+from steadyrank.serve.output import dumps_json, format_table
 
 
 def timed(function: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:

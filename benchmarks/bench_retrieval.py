@@ -41,7 +41,7 @@ from steadyrank.retrieval.dense import DenseIndex, DenseSettings
 from steadyrank.retrieval.pipeline import Ranked, latency_summary, rerank_candidates
 from steadyrank.retrieval.routing import RoutingSettings
 from steadyrank.retrieval.store import MODES, IndexStore, build_index, embed_documents
-from steadyrank.serve.commands.output import dumps_json, format_table
+from steadyrank.serve.output import dumps_json, format_table
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "trec-dl-2019-subset"
@@ -115,8 +115,8 @@ def route_row(rankings: dict[str, Ranked], qrels: dict, settings_of: dict[str, R
         run[qid] = dict(zip(doc_ids, map(float, scores), strict=True))
         reranked.append(decision.k_rerank)
         escalated.append(decision.escalated)
-        retrieval = sum(ranked.timings.get(s, 0.0) for s in RETRIEVAL_STAGES)
-        rerank = ranked.timings["rerank_low"] + (ranked.timings["rerank_high"] if decision.escalated else 0.0)
+        retrieval = sum(ranked.candidates.timings.get(s, 0.0) for s in RETRIEVAL_STAGES)
+        rerank = ranked.timings["rerank"] if decision.escalated else ranked.first_pass_s
         stage_seconds.append({"retrieval": retrieval, "rerank": rerank, "total": retrieval + rerank})
     summary = evaluate(run, qrels, MEASURES, rubric_map=RUBRIC).summary
     return {
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = {name: route_row(rankings[mode], beir.qrels, settings, route) for name, (route, settings) in routes.items()}
         results["modes"][mode] = {
             "routes": rows,
-            "stage_latency": latency_summary([r.timings for r in rankings[mode].values()]),
+            "stage_latency": latency_summary([{**r.candidates.timings, **r.timings} for r in rankings[mode].values()]),
             "insample_settings": fitted.settings.to_json(),
         }
         low, high = rows["fixed-50"], rows["fixed-100"]
@@ -251,7 +251,7 @@ def print_tables(results: dict[str, Any]) -> None:
             ])
     print(format_table(headers, rows))
     print()
-    stages = ["embed", "dense", "bm25", "fuse", "rerank_low", "route", "rerank_high"]
+    stages = ["embed", "dense", "bm25", "fuse", "route", "rerank"]
     print(format_table(
         ["stage p50 / p95 ms", *stages],
         [[mode, *(f"{lat[s]['p50_ms']:.1f} / {lat[s]['p95_ms']:.1f}" if s in lat else "-" for s in stages)]

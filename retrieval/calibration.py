@@ -84,9 +84,9 @@ def replay_route(
     Valid because signals use only the first ``k_low`` reranker scores and the reranker is pointwise.
     """
     decision = decide(ranked.signals, settings, route)
-    if decision.k_rerank > len(ranked.rerank_scores):
+    if decision.k_rerank > len(ranked.rerank_keys):
         raise ValueError("replaying needs a ranking reranked to k_high (route fixed100)")
-    doc_ids, scores = serve_order(ranked.candidates.doc_ids, ranked.rerank_scores[: decision.k_rerank])
+    doc_ids, scores = serve_order(ranked.candidates.doc_ids, ranked.rerank_keys[: decision.k_rerank])
     return doc_ids, scores, decision
 
 

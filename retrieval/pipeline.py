@@ -1,54 +1,288 @@
-"""One query end to end: retrieve, rerank ``k_low``, route, maybe rerank up to ``k_high``.
+"""The search pipeline — the one place a query becomes a served ranking (docs/ARCHITECTURE.md, "Search pipeline").
+
+query → ``embed`` (dense and hybrid) → ``retrieve`` the top ``k_high`` candidates (dense | bm25 |
+hybrid) → ``rerank`` the first ``k_low`` → ``route`` (dynamic K, :mod:`retrieval.routing`) → rerank
+up to the routed ``k`` → served order (:mod:`retrieval.ranking`: FP32 rank keys descending, equal
+keys in retrieval order, a tie straddling ``top_n`` settled by FP32 re-scoring when the model offers
+it), then the candidates that were not reranked, in retrieval order.
 
 The reranker runs in two passes (the first ``k_low`` candidates, then the rest up to the routed
-``k``), so a pointwise reranker's scores are the same whatever the route, and each pass is timed.
-The served order: reranked candidates by reranker score descending (equal scores keep retrieval
-order), then the candidates that were not reranked, in retrieval order.
+``k``), so a pointwise reranker's scores are the same whatever the route.
+
+Stage names (seconds in :attr:`Ranked.timings`; the CLI's ``RUN.json`` and the server's
+``meta.stages_ms`` use the same): ``embed``, ``retrieve``, ``rerank`` (both passes and boundary
+re-scoring), ``route``. The retrieval-internal timings (``dense``, ``bm25``, ``fuse``, …) stay in
+``Ranked.candidates.timings``.
+
+Model calls are async callables (:class:`SearchModels`): the ``Searcher`` deployment passes its
+DeploymentHandle calls, :func:`local_models` wraps in-process models for the CLI (run it with
+``asyncio.run``). This module never imports a model runtime.
+
+Stored-vector reranking: when the reranker *is* the embedder (a bi-encoder with the embedder's
+weights, precision and scoring; ``SearchModels.stored_vectors``), a candidate's score is the FP32
+dot product of the query vector and the document vector the index stored at indexing time — the
+cosine of the two unit vectors, exactly what re-embedding the document would give up to FP32
+rounding — and no document is run through the model again (:func:`stored_vector_rows`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from steadyrank.retrieval.protocols import Reranker
+from steadyrank.retrieval.corpus import Document
+from steadyrank.retrieval.fusion import DEFAULT_RRF_K
+from steadyrank.retrieval.protocols import Embedder, Reranker
+from steadyrank.retrieval.ranking import Ranking, rank_async
 from steadyrank.retrieval.routing import Route, RoutingDecision, RoutingSettings, RoutingSignals, compute_signals, decide
-from steadyrank.retrieval.store import Candidates, IndexStore
+from steadyrank.retrieval.modes import Mode
+
+if TYPE_CHECKING:
+    from steadyrank.retrieval.store import Candidates, Hits, IndexStore
+
+
+@dataclass(frozen=True)
+class CandidatePool:
+    """First-stage candidates of one query: the mode's list (``doc_ids``, ``scores``), the documents
+    (``Document.full_text`` is what is reranked), the component lists and the store's timings (s)."""
+
+    doc_ids: list[str]
+    scores: np.ndarray
+    documents: list[Document]
+    dense: Hits | None
+    sparse: Hits | None
+    timings: dict[str, float]
+    vectors: np.ndarray | None = None
+
+    @classmethod
+    def from_store(cls, store: IndexStore, candidates: Candidates, with_vectors: bool = False) -> CandidatePool:
+        """The pool of ``candidates``; ``with_vectors``: also their stored float32 vectors (n, dim)."""
+        docs = [store.document(d) for d in candidates.doc_ids]
+        vectors = store.vectors(candidates.doc_ids) if with_vectors else None
+        return cls(list(candidates.doc_ids), np.asarray(candidates.scores, dtype=np.float64), docs,
+                   candidates.dense, candidates.sparse, dict(candidates.timings), vectors)
+
+    @property
+    def texts(self) -> list[str]:
+        return [d.full_text for d in self.documents]
+
+
+@dataclass(frozen=True)
+class PassScores:
+    """One rerank pass, in input order: ``scores`` (float32, φ of the logits) and ``keys`` (float32 rank keys)."""
+
+    scores: np.ndarray
+    keys: np.ndarray
+
+
+EmbedQuery = Callable[[str], Awaitable[np.ndarray]]
+Retrieve = Callable[[str, "np.ndarray | None", Mode, int, bool], Awaitable[CandidatePool]]
+ScorePass = Callable[[str, list[str]], Awaitable[PassScores]]
+Fp32Keys = Callable[[str, list[str]], Awaitable[np.ndarray]]
+
+
+@dataclass(frozen=True)
+class SearchModels:
+    """The pipeline's model calls. ``retrieve(query, vector, mode, depth, with_vectors)``.
+    ``score`` None: no reranker (retrieval order is served). ``fp32_keys`` None: a tie straddling
+    ``top_n`` is reported, not settled. ``stored_vectors``: the reranker is the embedder; score from
+    the stored vectors (module docstring) instead of calling ``score``."""
+
+    retrieve: Retrieve
+    embed: EmbedQuery | None = None
+    score: ScorePass | None = None
+    fp32_keys: Fp32Keys | None = None
+    stored_vectors: bool = False
 
 
 @dataclass(frozen=True)
 class Ranked:
     """The served ranking of one query and how it came about.
 
-    ``rerank_scores``: float32 reranker scores of the first ``decision.k_rerank`` candidates, in
-    retrieval order. ``timings``: seconds per stage — the retrieval stages of ``candidates`` plus
-    ``rerank_low``, ``route`` and, when escalated, ``rerank_high``.
+    ``doc_ids``/``scores``: every candidate in served order; a reranked candidate's score is its rank
+    key, the i-th candidate that was not reranked (i = 1, 2, …) gets ``min(keys) − i`` (float64), so
+    sorting by score gives the served order. Without a reranker: the retrieval list and scores.
+    ``rerank_scores``/``rerank_keys``: float32 of the first ``k`` candidates, in retrieval order.
+    ``ranking``: the order of those ``k`` (input indices) and their tie facts. ``timings``: seconds
+    per stage (module docstring); ``first_pass_s``: the ``k_low`` pass alone.
     """
 
     doc_ids: list[str]
     scores: np.ndarray
-    candidates: Candidates
+    candidates: CandidatePool
     rerank_scores: np.ndarray
-    signals: RoutingSignals
-    decision: RoutingDecision
+    rerank_keys: np.ndarray
+    ranking: Ranking | None
+    signals: RoutingSignals | None
+    decision: RoutingDecision | None
     timings: dict[str, float]
+    first_pass_s: float = 0.0
+
+    @property
+    def k(self) -> int:
+        """Candidates reranked."""
+        return int(self.rerank_keys.size)
+
+    def served(self) -> list[int]:
+        """Indices into ``candidates`` of the reranked candidates, in served order."""
+        return [] if self.ranking is None else self.ranking.order.tolist()
 
 
-def serve_order(doc_ids: list[str], rerank_scores: np.ndarray) -> tuple[list[str], np.ndarray]:
-    """Served list when the first ``len(rerank_scores)`` of ``doc_ids`` were reranked.
+def serve_order(doc_ids: list[str], rank_keys: np.ndarray, order: Sequence[int] | None = None) -> tuple[list[str], np.ndarray]:
+    """Served list when the first ``len(rank_keys)`` of ``doc_ids`` were reranked.
 
-    Scores (float64): reranked candidates keep their reranker score; the i-th candidate that was
-    not reranked (i = 1, 2, …) gets ``min(reranker scores) − i`` so the score order is the served
-    order. With no reranked candidate the retrieval order is served with scores −1, −2, ….
+    ``order``: the reranked indices by rank (default: keys descending, ties by retrieval order).
+    Scores (float64): reranked candidates keep their rank key; the i-th candidate that was not
+    reranked (i = 1, 2, …) gets ``min(keys) − i``. With no reranked candidate the retrieval order is
+    served with scores −1, −2, ….
     """
-    k = len(rerank_scores)
-    head = np.asarray(rerank_scores, dtype=np.float64)
-    order = np.argsort(-head, kind="stable")
+    k = len(rank_keys)
+    head = np.asarray(rank_keys, dtype=np.float64)
+    order = np.argsort(-head, kind="stable") if order is None else np.asarray(order, dtype=np.int64)
     floor = float(head.min()) if k else 0.0
     tail = floor - np.arange(1, len(doc_ids) - k + 1, dtype=np.float64)
     return [doc_ids[i] for i in order] + doc_ids[k:], np.concatenate([head[order], tail])
+
+
+async def rank_pool(
+    query: str,
+    pool: CandidatePool,
+    score: ScoreRows,
+    settings: RoutingSettings,
+    route: Route = "dynamic",
+    fp32_keys: Fp32Keys | None = None,
+) -> Ranked:
+    """Rerank ``pool`` for ``query`` under ``route`` (see :func:`retrieval.routing.decide`) with the
+    passes ``score`` (:func:`model_rows` or :func:`stored_vector_rows`); a tie straddling
+    ``settings.top_n`` is settled with ``fp32_keys`` when given."""
+    timings: dict[str, float] = {}
+    n = len(pool.doc_ids)
+    texts = pool.texts[: min(settings.k_high, n)]
+    low = min(settings.k_low, n)
+    started = time.perf_counter()
+    first = await score(0, low)
+    first_pass_s = time.perf_counter() - started
+
+    started = time.perf_counter()
+    signals = compute_signals(
+        settings,
+        n_candidates=n,
+        rerank_scores=first.scores,
+        dense_scores=None if pool.dense is None else pool.dense.scores,
+        dense_ids=None if pool.dense is None else pool.dense.doc_ids,
+        sparse_ids=None if pool.sparse is None else pool.sparse.doc_ids,
+    )
+    decision = decide(signals, settings, route)
+    timings["route"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    scores, keys = first.scores, first.keys
+    if decision.k_rerank > low:
+        second = await score(low, decision.k_rerank)
+        scores, keys = np.concatenate([scores, second.scores]), np.concatenate([keys, second.keys])
+
+    async def rescore(indices: np.ndarray) -> np.ndarray:
+        return await fp32_keys(query, [texts[i] for i in indices])
+
+    ranking = await rank_async(keys, settings.top_n, rescore if fp32_keys is not None else None)
+    timings["rerank"] = first_pass_s + time.perf_counter() - started
+    doc_ids, served = serve_order(pool.doc_ids, keys, ranking.order)
+    return Ranked(doc_ids, served, pool, scores, keys, ranking, signals, decision, timings, first_pass_s)
+
+
+async def search(query: str, mode: Mode, models: SearchModels, settings: RoutingSettings,
+                 route: Route = "dynamic") -> Ranked:
+    """One query end to end (module docstring): embed, retrieve ``settings.k_high``, rerank, route."""
+    timings: dict[str, float] = {}
+    vector = None
+    stored = models.stored_vectors and models.score is not None
+    if mode != "bm25" or stored:
+        if models.embed is None:
+            raise ValueError(f"mode {mode!r} needs a query embedder")
+        started = time.perf_counter()
+        vector = await models.embed(query)
+        timings["embed"] = time.perf_counter() - started
+    started = time.perf_counter()
+    pool = await models.retrieve(query, vector, mode, settings.k_high, stored)
+    timings["retrieve"] = time.perf_counter() - started
+    if models.score is None:
+        empty = np.zeros(0, dtype=np.float32)
+        return Ranked(pool.doc_ids, pool.scores, pool, empty, empty, None, None, None, timings)
+    score = stored_vector_rows(vector, pool) if stored else model_rows(models.score, query, pool)
+    ranked = await rank_pool(query, pool, score, settings, route, models.fp32_keys)
+    return Ranked(ranked.doc_ids, ranked.scores, pool, ranked.rerank_scores, ranked.rerank_keys, ranked.ranking,
+                  ranked.signals, ranked.decision, {**timings, **ranked.timings}, ranked.first_pass_s)
+
+
+#: Scores of the candidates ``pool[start:stop]`` (one rerank pass).
+ScoreRows = Callable[[int, int], Awaitable[PassScores]]
+
+
+def model_rows(score: ScorePass, query: str, pool: CandidatePool) -> ScoreRows:
+    """Rerank passes through the reranker: ``score(query, texts of the rows)``."""
+    texts = pool.texts
+
+    async def rows(start: int, stop: int) -> PassScores:
+        return await _pass(score, query, texts[start:stop])
+
+    return rows
+
+
+def stored_vector_rows(query_vector: np.ndarray, pool: CandidatePool) -> ScoreRows:
+    """Rerank passes from the pool's stored vectors: score = key = ``Σ_j q_j d_j`` in float32 (the
+    cosine of unit vectors; module docstring)."""
+    if pool.vectors is None:
+        raise ValueError("stored-vector reranking needs the candidates' vectors (retrieve with_vectors)")
+    query = np.asarray(query_vector, dtype=np.float32)
+
+    async def rows(start: int, stop: int) -> PassScores:
+        keys = (pool.vectors[start:stop] @ query).astype(np.float32)
+        return PassScores(keys, keys)
+
+    return rows
+
+
+async def _pass(score: ScorePass, query: str, texts: list[str]) -> PassScores:
+    if not texts:
+        empty = np.zeros(0, dtype=np.float32)
+        return PassScores(empty, empty)
+    out = await score(query, texts)
+    scores, keys = np.asarray(out.scores, dtype=np.float32), np.asarray(out.keys, dtype=np.float32)
+    if scores.shape != (len(texts),) or keys.shape != (len(texts),):
+        raise ValueError(f"reranker returned {scores.shape} scores and {keys.shape} keys for {len(texts)} documents")
+    return PassScores(scores, keys)
+
+
+def local_models(store: IndexStore, embedder: Embedder | None, reranker: Reranker | None, *,
+                 rrf_k: float, rrf_weights: tuple[float, float], stored_vectors: bool = False) -> SearchModels:
+    """:class:`SearchModels` over in-process models (the CLI): the store retrieves, ``embedder``
+    embeds the query, ``reranker`` scores pairs (and re-scores a boundary tie in FP32 when its
+    ``rescores_boundary_ties`` says so); ``stored_vectors`` as in :class:`SearchModels`."""
+
+    async def embed(query: str) -> np.ndarray:
+        return embedder.encode([query])[0]
+
+    async def retrieve(query: str, vector: np.ndarray | None, mode: Mode, depth: int,
+                       with_vectors: bool) -> CandidatePool:
+        found = store.search(query, mode=mode, depth=depth, rrf_k=rrf_k, rrf_weights=rrf_weights, vector=vector)
+        return CandidatePool.from_store(store, found, with_vectors)
+
+    async def score(query: str, texts: list[str]) -> PassScores:
+        out = reranker.score([(query, t) for t in texts])
+        return PassScores(out.scores, out.keys)
+
+    async def fp32_keys(query: str, texts: list[str]) -> np.ndarray:
+        return reranker.fp32_keys([(query, t) for t in texts])
+
+    rescores = reranker is not None and reranker.rescores_boundary_ties
+    return SearchModels(retrieve=retrieve, embed=None if embedder is None else embed,
+                        score=None if reranker is None else score, fp32_keys=fp32_keys if rescores else None,
+                        stored_vectors=stored_vectors)
 
 
 def rerank_candidates(
@@ -59,43 +293,10 @@ def rerank_candidates(
     settings: RoutingSettings,
     route: Route = "dynamic",
 ) -> Ranked:
-    """Rerank ``candidates`` for ``query`` under ``route`` (see :func:`retrieval.routing.decide`)."""
-    timings = dict(candidates.timings)
-    n = len(candidates.doc_ids)
-    texts = [store.document(d).full_text for d in candidates.doc_ids[: min(settings.k_high, n)]]
-    low = min(settings.k_low, n)
-    started = time.perf_counter()
-    first = _scores(reranker, query, texts[:low])
-    timings["rerank_low"] = time.perf_counter() - started
-    started = time.perf_counter()
-    signals = compute_signals(
-        settings,
-        n_candidates=n,
-        rerank_scores=first,
-        dense_scores=None if candidates.dense is None else candidates.dense.scores,
-        dense_ids=None if candidates.dense is None else candidates.dense.doc_ids,
-        sparse_ids=None if candidates.sparse is None else candidates.sparse.doc_ids,
-    )
-    decision = decide(signals, settings, route)
-    timings["route"] = time.perf_counter() - started
-    scores = first
-    if decision.k_rerank > low:
-        started = time.perf_counter()
-        second = _scores(reranker, query, texts[low : decision.k_rerank])
-        timings["rerank_high"] = time.perf_counter() - started
-        scores = np.concatenate([first, second])
-    doc_ids, served = serve_order(candidates.doc_ids, scores)
-    return Ranked(doc_ids, served, candidates, scores, signals, decision, timings)
-
-
-def _scores(reranker: Reranker, query: str, texts: list[str]) -> np.ndarray:
-    """Reranker scores in input order (no ``top_n``: the order is ours, ties are kept as a signal)."""
-    if not texts:
-        return np.zeros(0, dtype=np.float32)
-    scores = np.asarray(reranker.rerank(query, texts).scores, dtype=np.float32)
-    if scores.shape != (len(texts),):
-        raise ValueError(f"reranker returned {scores.shape} scores for {len(texts)} documents")
-    return scores
+    """:func:`rank_pool` run synchronously over in-process models, for already retrieved ``candidates``."""
+    models = local_models(store, None, reranker, rrf_k=DEFAULT_RRF_K, rrf_weights=(1.0, 1.0))
+    pool = CandidatePool.from_store(store, candidates)
+    return asyncio.run(rank_pool(query, pool, model_rows(models.score, query, pool), settings, route, models.fp32_keys))
 
 
 def latency_summary(timings: list[dict[str, float]]) -> dict[str, dict[str, float]]:

@@ -27,16 +27,30 @@ class Embedder(Protocol):
         ...
 
 
-class Reranked(Protocol):
-    """What a reranker returns: ``scores`` (float32), one per document, in input order."""
+class ScoredPairs(Protocol):
+    """What a reranker returns for pairs, in input order: ``scores`` (float32, φ of the logits) and
+    ``keys`` (float32 rank keys: what the served order sorts by; HPS: the FP32 logit or margin)."""
 
     @property
     def scores(self) -> np.ndarray: ...
 
+    @property
+    def keys(self) -> np.ndarray: ...
+
 
 class Reranker(Protocol):
-    """A pointwise reranker: a document's score does not depend on the other documents passed."""
+    """A pointwise reranker: a pair's score does not depend on the other pairs passed.
 
-    def rerank(self, query: str, documents: Sequence[str], top_n: int | None = None) -> Reranked:
-        """Score every document against ``query``."""
+    ``rescores_boundary_ties``: the model runs below FP32 and a tie straddling ``top_n`` is to be
+    settled by ``fp32_keys`` (the same pairs through an FP32 forward pass).
+    """
+
+    rescores_boundary_ties: bool
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> ScoredPairs:
+        """Score every (query, document) pair."""
+        ...
+
+    def fp32_keys(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Rank keys of ``pairs`` from an FP32 forward pass."""
         ...

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +44,7 @@ from steadyrank.retrieval.corpus import Document
 from steadyrank.retrieval.dense import DenseIndex, DenseSettings
 from steadyrank.retrieval.fsio import WriterLock, atomic_write_bytes, fsync_dir, fsync_tree, sha256_bytes, sha256_file
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
+from steadyrank.retrieval.modes import MODES, Mode
 from steadyrank.retrieval.protocols import Embedder
 from steadyrank.retrieval.wal import WriteAheadLog, read_log
 
@@ -57,8 +58,6 @@ GENERATION_PREFIX = "gen-"
 TMP_PREFIX = ".tmp-"
 NORM_TOLERANCE = 1e-3
 
-Mode = Literal["dense", "bm25", "hybrid"]
-MODES: tuple[Mode, ...] = ("dense", "bm25", "hybrid")
 
 
 class IndexIntegrityError(ValueError):
@@ -522,6 +521,15 @@ class IndexStore:
     def document(self, doc_id: str) -> Document:
         """The live document ``doc_id`` (KeyError if absent or deleted)."""
         return self._docs[self._live[doc_id]]
+
+    def vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
+        """The stored float32 unit vectors of the live documents ``doc_ids``, rows in that order
+        (exactly what the embedder returned at indexing; KeyError if one is absent or deleted)."""
+        slots = [self._live[d] for d in doc_ids]
+        base = len(self._base_vectors)
+        added = np.concatenate(self._added_vectors, axis=0) if any(s >= base for s in slots) else None
+        rows = [self._base_vectors[s] if s < base else added[s - base] for s in slots]
+        return np.asarray(rows, dtype=np.float32).reshape(len(slots), int(self.manifest["embedder"]["dim"]))
 
     def info(self) -> dict[str, Any]:
         """Manifest plus the live state: count, generation, WAL records, deleted-but-not-compacted slots."""

@@ -2,6 +2,10 @@
 
 Layers, lowest first: ``metrics`` (numpy only) ← ``retrieval`` ← ``serve``. A module may import from its
 own layer and the layers below it, never from a layer above (docs/ARCHITECTURE.md, "Layers").
+
+Inside ``serve`` the same rule holds between its parts, lowest first (``SERVE_LAYERS``):
+``output``, ``telemetry``, ``runtime`` ← ``precision``, ``quality`` ← ``app`` ← ``commands`` ← ``cli``.
+A part imports itself and parts of lower rank only (parts of equal rank do not import each other).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = ("metrics", "retrieval", "serve")
+SERVE_LAYERS = {"output": 0, "telemetry": 0, "runtime": 0, "precision": 1, "quality": 1, "app": 2, "commands": 3, "cli": 4}
 
 
 def _package_folders() -> set[str]:
@@ -73,8 +78,8 @@ def _imported_modules(path: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.append((node.lineno, node.module))
-            if node.module == "steadyrank":
-                found += [(node.lineno, f"steadyrank.{alias.name}") for alias in node.names]
+            if node.module in ("steadyrank", "steadyrank.serve"):
+                found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
     return found
 
 
@@ -90,4 +95,28 @@ def test_imports_only_run_downward_and_through_the_root():
                     problems.append(f"{where} (bare name; use steadyrank.{module})")
                 elif parts[0] == "steadyrank" and len(parts) > 1 and parts[1] in above:
                     problems.append(f"{where} (upward: {layer} is below {parts[1]})")
+    assert problems == []
+
+
+def _serve_part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["steadyrank", "serve"] else None
+
+
+def test_serve_parts_import_only_lower_parts():
+    on_disk = {p.stem if p.is_file() else p.name for p in (REPO / "serve").iterdir()
+               if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
+    assert on_disk == set(SERVE_LAYERS), "every part of serve has a place in SERVE_LAYERS"
+    problems = []
+    for path in sorted((REPO / "serve").rglob("*.py")):
+        rel = path.relative_to(REPO / "serve")
+        own = rel.parts[0].removesuffix(".py")
+        if own == "__init__":
+            continue
+        for line, module in _imported_modules(path):
+            other = _serve_part(module)
+            if other is None or other == own:
+                continue
+            if SERVE_LAYERS[other] >= SERVE_LAYERS[own]:
+                problems.append(f"serve/{rel}:{line} imports {module} ({own} may not import {other})")
     assert problems == []

@@ -1,14 +1,14 @@
 """The steadyrank Ray Serve application.
 
-``serve.app:build_app`` is the import path Ray Serve configs use (``deploy/serve_config.yaml``,
+``steadyrank.serve.app:build_app`` is the import path Ray Serve configs use (``deploy/serve_config.yaml``,
 ``deploy/kuberay/rayservice.yaml``): ``build_app({"settings": "path/to/settings.yaml"})`` returns
 the bound application. Modules, one job each:
 
 - :mod:`serve.app.settings`    — the settings model, file loading and validation;
 - :mod:`serve.app.protocol`    — HTTP request/response schemas (Cohere/Jina, OpenAI shapes);
 - :mod:`serve.app.errors`      — JSON errors ``{"error": {"type", "message"}}``;
-- :mod:`serve.app.telemetry`   — the metric catalogue, the MetricsHub store and the Recorder;
-- :mod:`serve.app.deployments` — Embedder, Reranker, Retriever, Searcher, MetricsHub;
+- :mod:`serve.app.priority`    — user work before shadow work in a replica;
+- :mod:`serve.app.deployments` — one module per deployment (Embedder, Reranker, Retriever, Searcher, MetricsHub);
 - :mod:`serve.app.ingress`     — the FastAPI ingress;
 - :mod:`serve.app.default`     — the embedded default (demo corpus, index cache);
 - :mod:`serve.app.builder`     — ``build_app``.

@@ -1,6 +1,6 @@
 """``build_app``: settings → the bound Ray Serve application.
 
-The import path of Ray Serve configs is ``serve.app:build_app`` (``deploy/serve_config.yaml``,
+The import path of Ray Serve configs is ``steadyrank.serve.app:build_app`` (``deploy/serve_config.yaml``,
 ``deploy/kuberay/rayservice.yaml``), called with the application's ``args``:
 
 - ``settings``: path of a YAML/JSON settings file (relative to the working directory, else to the
@@ -14,9 +14,9 @@ Graph (every box a deployment; options per deployment from ``settings.deployment
        └────▶ ShadowEvaluator (quality.enabled) ─▶ Searcher
     every replica ─▶ MetricsHub ◀─ /metrics
 
->>> from ray import serve as ray_serve
+>>> from ray import serve
 >>> from steadyrank.serve.app import build_app
->>> ray_serve.run(build_app({"settings": "deploy/settings.yaml"}), name="steadyrank", route_prefix="/")
+>>> serve.run(build_app({"settings": "deploy/settings.yaml"}), name="steadyrank", route_prefix="/")
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def build_app(args: dict[str, Any] | None = None) -> Any:
         canary = Reranker.options(name="CanaryReranker", **d.canary_reranker.ray_options()).bind(
             settings, settings.canary, "canary", hub
         )
-    retriever = Retriever.options(**d.retriever.ray_options()).bind(settings, hub)
+    retriever = Retriever.options(**d.retriever.ray_options()).bind(settings)
     searcher = Searcher.options(**d.searcher.ray_options()).bind(settings, embedder, retriever, reranker, canary, hub)
     evaluator = None
     if settings.quality.enabled:

@@ -7,7 +7,11 @@ Routes: ``POST /v1/rerank``, ``POST /v1/search``, ``POST /v1/embeddings``, ``GET
 Each scoring request: API key (constant-time) → body read with a size cap (413) → schema (422,
 naming the field; 400 for broken JSON) → emptiness (400) and size limits (413) → the deployment
 call under a deadline (504; ``X-Request-Timeout`` may shorten it) → JSON. A full queue downstream
-(``max_queued_requests``) answers 503 with ``Retry-After``. Every outcome is counted in
+(``max_queued_requests``) answers 503 with ``Retry-After``. Admission control: one ingress replica
+works on at most ``limits.max_in_flight`` scoring requests; the next is refused at once (JSON 503,
+``Retry-After``) before any compute. The deadline travels to the model replicas, which drop a
+request still queued when it passes (or when its client disconnected) before its forward pass;
+``steadyrank_requests_dropped_total{deployment, reason}`` counts both. Every outcome is counted in
 ``steadyrank_requests_total{endpoint, code}`` and timed in ``steadyrank_request_duration_seconds``.
 After a ``/v1/search`` response is sent, the shadow evaluator (when configured) gets a copy of the
 request and its reranked candidates, fire-and-forget.
@@ -16,26 +20,23 @@ request and its reranked candidates, fire-and-forget.
 # No `from __future__ import annotations` here: FastAPI must see real annotations on the routes
 # that Ray Serve's ingress wraps (a string annotation `Request` would become a query parameter).
 import asyncio
-import base64
 import hmac
 import json
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
-from ray import serve as ray_serve
+from ray import serve
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from steadyrank.serve.app import protocol
-from steadyrank.serve.commands.output import json_safe
+from steadyrank.serve.output import json_safe
 from steadyrank.serve.app.errors import (
     ApiError,
     BadRequest,
@@ -49,7 +50,7 @@ from steadyrank.serve.app.errors import (
     schema_error,
 )
 from steadyrank.serve.app.settings import Settings, load_settings
-from steadyrank.serve.app.telemetry import Recorder
+from steadyrank.serve.telemetry import Recorder
 
 logger = logging.getLogger("steadyrank.ingress")
 
@@ -109,8 +110,8 @@ def message_of(exc: BaseException) -> str:
     return str(cause.args[0]) if cause.args else type(cause).__name__
 
 
-@ray_serve.deployment(name="Ingress")
-@ray_serve.ingress(app)
+@serve.deployment(name="Ingress")
+@serve.ingress(app)
 class Ingress:
     """HTTP front: validation, limits, auth, deadlines, metrics; the work happens in the handles."""
 
@@ -125,6 +126,7 @@ class Ingress:
         self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
         self.facts: dict[str, dict[str, Any]] = {}
         self._background: set[asyncio.Task] = set()
+        self.in_flight = 0
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -182,11 +184,11 @@ class Ingress:
         """Await a deployment call under ``deadline``, mapping Ray's errors to HTTP ones."""
         from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 
-        from steadyrank.serve.app.deployments import InvalidRequest
+        from steadyrank.serve.app.deployments import DeadlineExceeded, InvalidRequest
 
         try:
             return await asyncio.wait_for(work, timeout=deadline)
-        except asyncio.TimeoutError:
+        except (asyncio.TimeoutError, DeadlineExceeded):
             raise Timeout(f"request took longer than its deadline of {deadline:g} s") from None
         except BackPressureError:
             raise Overloaded("server overloaded: too many queued requests; retry later",
@@ -206,6 +208,13 @@ class Ingress:
     async def _serve(self, endpoint: str, request: Request,
                      handler: Callable[[Request], Awaitable[Response]], record: bool = True) -> Response:
         started = time.perf_counter()
+        if record and self.in_flight >= self.limits.max_in_flight:
+            self.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason="overloaded")
+            response = Overloaded(f"server at capacity ({self.limits.max_in_flight} requests in flight); retry later",
+                                  self.limits.retry_after_s).response()
+            self.recorder.inc("steadyrank_requests_total", endpoint=endpoint, code=str(response.status_code))
+            return response
+        self.in_flight += record
         try:
             response = await handler(request)
         except ApiError as exc:
@@ -220,6 +229,8 @@ class Ingress:
                 logger.exception("%s failed", endpoint)
                 response = error_response(500, "internal_error", f"internal error: {type(root_cause(exc)).__name__}: "
                                                                  f"{message_of(exc)}")
+        finally:
+            self.in_flight -= record
         if record:  # user traffic of the scoring endpoints only
             self.recorder.inc("steadyrank_requests_total", endpoint=endpoint, code=str(response.status_code))
             self.recorder.observe("steadyrank_request_duration_seconds", time.perf_counter() - started, endpoint=endpoint)
@@ -290,9 +301,7 @@ class Ingress:
             self._authorize(request)
             embedder = await self._model_facts("embedder", self.embedder)
             reranker = await self._model_facts("reranker", self.reranker)
-            data = [{"id": embedder["model"], "object": "model", "owned_by": "steadyrank", "task": "embeddings", **embedder},
-                    {"id": reranker["model"], "object": "model", "owned_by": "steadyrank", "task": "rerank", **reranker}]
-            return JSON({"object": "list", "data": data})
+            return JSON(protocol.ModelList.build(embedder, reranker).model_dump())
 
         return await self._serve("models", request, handle, record=False)
 
@@ -317,27 +326,9 @@ class Ingress:
         self._check_model(body.model, facts["model"])
         n = len(body.documents)
         top_n = min(body.top_n, n) if body.top_n is not None else None
-        out = await self._call(deadline, self.reranker.rerank.remote(body.query, body.documents, top_n))
-        scores = out["scores"]
-        results = []
-        for i in out["order"][: top_n if top_n is not None else n]:
-            item: dict[str, Any] = {"index": int(i), "relevance_score": float(scores[i])}
-            if body.return_documents:
-                item["document"] = {"text": body.documents[i]}
-            results.append(item)
-        return JSON({
-            "id": str(uuid.uuid4()),
-            "model": out["model"],
-            "results": results,
-            "meta": {
-                "precision": out["precision"],
-                "scoring": out["scoring"],
-                "tie_groups": out["tie_groups"],
-                "tie_at_cutoff": bool(out["tie_at_cutoff"]),
-                "rescored_ties": int(out["rescored"]),
-                "truncated": out["truncated"],
-            },
-        })
+        out = await self._call(deadline, self.reranker.rerank.remote(body.query, body.documents, top_n,
+                                                                     deadline=time.time() + deadline))
+        return JSON(protocol.RerankResponse.build(out, body.documents, top_n, body.return_documents).model_dump())
 
     # -- search -------------------------------------------------------------------------------
 
@@ -356,19 +347,18 @@ class Ingress:
         self._check_query(body.query)
         if body.top_n is not None and body.top_n > self.limits.max_top_n:
             raise BadRequest(f"top_n: must be ≤ {self.limits.max_top_n}, got {body.top_n}")
-        call = {"query": body.query, "top_n": body.top_n, "mode": body.mode,
-                "return_documents": body.return_documents}
-        out = await self._call(deadline, self.searcher.search.remote(call))
-        payload: dict[str, Any] = {"id": str(uuid.uuid4()), "results": out["results"], "meta": out["meta"]}
-        if body.return_candidates:
-            payload["candidates"] = out["candidates"]
+        call = protocol.SearchCall(query=body.query, top_n=body.top_n, mode=body.mode,
+                                   return_documents=body.return_documents, deadline=time.time() + deadline)
+        out: protocol.SearchOutcome = await self._call(deadline, self.searcher.search.remote(call))
+        payload = protocol.SearchResponse.build(out, body.return_candidates).model_dump()
         background = None
         if self.evaluator is not None:
+            outcome = out.model_dump()
             event = {
-                "request": call,
+                "request": call.model_dump(),
                 "query": body.query,
-                "candidates": out["candidates"],
-                "meta": out["meta"],
+                "candidates": outcome["candidates"],
+                "meta": outcome["meta"],
                 "golden_query_id": request.headers.get("x-golden-query-id"),
                 "latency_s": time.perf_counter() - started,
             }
@@ -418,16 +408,10 @@ class Ingress:
         if body.dimensions is not None and body.dimensions != facts["dim"]:
             raise BadRequest(f"dimensions: {facts['model']} has {facts['dim']} dimensions and cannot be shortened; "
                              f"got {body.dimensions}")
-        out = await self._call(deadline, self.embedder.embed.remote(texts, True))
-        vectors = np.asarray(out["vectors"], dtype=np.float32)
-        if body.encoding_format == "base64":
-            data = [{"object": "embedding", "index": i, "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode()}
-                    for i, v in enumerate(vectors)]
-        else:
-            data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
-        tokens = int(out["tokens"] or 0)
-        return JSON({"object": "list", "data": data, "model": facts["model"],
-                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        out = await self._call(deadline, self.embedder.embed.remote(texts, True, deadline=time.time() + deadline))
+        response = protocol.EmbeddingResponse.build(out["vectors"], int(out["tokens"] or 0), facts["model"],
+                                                    body.encoding_format)
+        return JSON(response.model_dump())
 
     # -- quality (issue 6) --------------------------------------------------------------------
 

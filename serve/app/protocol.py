@@ -7,16 +7,50 @@
 - ``POST /v1/embeddings``: OpenAI-shaped.
 
 Unknown request fields are ignored (clients of other rerank APIs send extras); limits that
-depend on the server's settings are checked by the ingress after the schema (400/413).
+depend on the server's settings are checked by the ingress after the schema (400/413). Every
+response body is built here (the ``*.build`` class methods); responses forbid undeclared fields.
+The internal call of the ``Searcher`` deployment (:class:`SearchCall` → :class:`SearchOutcome`)
+lives here too, so the ingress, the Searcher and the shadow evaluator share one shape.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import base64
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
-Mode = Literal["dense", "bm25", "hybrid"]
+from steadyrank.retrieval.routing import Route
+from steadyrank.retrieval.modes import Mode
+
+if TYPE_CHECKING:
+    from steadyrank.retrieval.pipeline import Ranked
+
+#: Which reranker serves a search: the primary one, or the canary (shadow copies only).
+Variant = Literal["primary", "canary"]
+
+
+class _Response(BaseModel):
+    """A response body: undeclared fields are refused; the optional fields named in ``omit_none``
+    are left out of the JSON when unset (rather than written as null)."""
+
+    model_config = ConfigDict(extra="forbid")
+    omit_none: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit(self, handler: Any) -> Any:
+        data = handler(self)
+        for name in self.omit_none:
+            if data.get(name, 0) is None:
+                del data[name]
+        return data
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
 
 
 class _Request(BaseModel):
@@ -56,17 +90,18 @@ class RerankRequest(_Request):
         return texts
 
 
-class RerankDocument(BaseModel):
+class RerankDocument(_Response):
     text: str
 
 
-class RerankResult(BaseModel):
+class RerankResult(_Response):
     index: int = Field(..., description="position of the document in the request")
     relevance_score: float = Field(..., description="FP32 score (HPS: φ of FP32-upcast logits)")
     document: RerankDocument | None = None
+    omit_none: ClassVar[tuple[str, ...]] = ("document",)
 
 
-class RerankMeta(BaseModel):
+class RerankMeta(_Response):
     precision: str = Field(..., description="forward-pass precision of the reranker (fp32, bf16, fp16)")
     scoring: Literal["hps", "native"]
     tie_groups: list[list[int]] = Field(..., description="groups (≥ 2) of documents with exactly equal rank keys, in rank order")
@@ -75,11 +110,24 @@ class RerankMeta(BaseModel):
     truncated: list[int] = Field(..., description="documents cut to the model's max_length")
 
 
-class RerankResponse(BaseModel):
+class RerankResponse(_Response):
     id: str
     model: str
     results: list[RerankResult]
     meta: RerankMeta
+
+    @classmethod
+    def build(cls, ranked: dict[str, Any], documents: Sequence[str], top_n: int | None,
+              return_documents: bool) -> RerankResponse:
+        """From the Reranker deployment's ``rerank`` answer: the first ``top_n`` (all when None)."""
+        scores = ranked["scores"]
+        results = [RerankResult(index=int(i), relevance_score=float(scores[i]),
+                                document=RerankDocument(text=documents[i]) if return_documents else None)
+                   for i in ranked["order"][: len(documents) if top_n is None else top_n]]
+        meta = RerankMeta(precision=ranked["precision"], scoring=ranked["scoring"], tie_groups=ranked["tie_groups"],
+                          tie_at_cutoff=bool(ranked["tie_at_cutoff"]), rescored_ties=int(ranked["rescored"]),
+                          truncated=ranked["truncated"])
+        return cls(id=new_id(), model=ranked["model"], results=results, meta=meta)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -94,26 +142,27 @@ class SearchRequest(_Request):
     return_candidates: bool = Field(False, description="also return every reranked candidate (id, score)")
 
 
-class SearchResult(BaseModel):
+class SearchResult(_Response):
     id: str
     relevance_score: float
     text: str | None = None
     title: str | None = None
+    omit_none: ClassVar[tuple[str, ...]] = ("text", "title")
 
 
-class Candidate(BaseModel):
+class Candidate(_Response):
     id: str
     relevance_score: float = Field(..., description="exact float32 reranker score")
     rank_key: float = Field(..., description="the value the ranking sorts by (HPS: the FP32 logit margin)")
 
 
-class SearchMeta(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
+class SearchMeta(_Response):
     k: int = Field(..., description="candidates reranked (the K the router chose)")
     escalated: bool
     reasons: list[str]
-    stages_ms: dict[str, float]
+    signals: dict[str, Any] = Field(..., description="the routing signals (retrieval.routing.RoutingSignals)")
+    stages_ms: dict[str, float] = Field(..., description="embed, retrieve, rerank, route, total")
+    retrieval_ms: dict[str, float] = Field(..., description="the index store's own timings (dense, bm25, fuse, …)")
     mode: Mode
     retrieved: int
     tie_groups: list[list[str]]
@@ -123,14 +172,70 @@ class SearchMeta(BaseModel):
     model: str
     precision: str
     scoring: str
-    variant: str
+    variant: Variant
+    shadow: bool
 
 
-class SearchResponse(BaseModel):
+class SearchCall(BaseModel):
+    """The Searcher's request: the ``/v1/search`` body plus the shadow evaluator's fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str
+    top_n: int | None = Field(None, ge=1)
+    mode: Mode | None = None
+    shadow: bool = False
+    variant: Variant = "primary"
+    route: Route | None = None
+    return_documents: bool = True
+    deadline: float | None = Field(None, description="epoch seconds after which model work is dropped")
+
+
+class SearchOutcome(_Response):
+    """The Searcher's answer: the top ``top_n`` results, every reranked candidate in served order, meta."""
+
+    results: list[SearchResult]
+    candidates: list[Candidate]
+    meta: SearchMeta
+
+    @classmethod
+    def build(cls, ranked: Ranked, call: SearchCall, *, top_n: int, mode: Mode, facts: dict[str, Any],
+              total_s: float) -> SearchOutcome:
+        """From the pipeline's :class:`~retrieval.pipeline.Ranked` and the reranker's facts (``info``)."""
+        pool, ids = ranked.candidates, ranked.candidates.doc_ids
+        order = ranked.served()
+        candidates = [Candidate(id=ids[i], relevance_score=float(ranked.rerank_scores[i]),
+                                rank_key=float(ranked.rerank_keys[i])) for i in order]
+        results = []
+        for i in order[:top_n]:
+            doc = pool.documents[i]
+            results.append(SearchResult(id=ids[i], relevance_score=float(ranked.rerank_scores[i]),
+                                        text=doc.text if call.return_documents else None,
+                                        title=doc.title if call.return_documents and doc.title else None))
+        ranking, decision = ranked.ranking, ranked.decision
+        meta = SearchMeta(
+            k=ranked.k, escalated=decision.escalated, reasons=list(decision.reasons), signals=ranked.signals.to_json(),
+            stages_ms={**{name: 1000.0 * v for name, v in ranked.timings.items()}, "total": 1000.0 * total_s},
+            retrieval_ms={name: 1000.0 * v for name, v in pool.timings.items()},
+            mode=mode, retrieved=len(ids), tie_groups=[[ids[i] for i in g] for g in ranking.tie_groups],
+            tie_at_cutoff=ranking.tie_at_cutoff, tie_group_size_at_cutoff=ranking.tie_group_size_at_cutoff,
+            rescored_ties=ranking.rescored, model=facts["model"], precision=facts["precision"],
+            scoring=facts["scoring"], variant=call.variant, shadow=call.shadow,
+        )
+        return cls(results=results, candidates=candidates, meta=meta)
+
+
+class SearchResponse(_Response):
     id: str
     results: list[SearchResult]
     meta: SearchMeta
     candidates: list[Candidate] | None = None
+    omit_none: ClassVar[tuple[str, ...]] = ("candidates",)
+
+    @classmethod
+    def build(cls, outcome: SearchOutcome, return_candidates: bool) -> SearchResponse:
+        return cls(id=new_id(), results=outcome.results, meta=outcome.meta,
+                   candidates=outcome.candidates if return_candidates else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,29 +258,66 @@ class EmbeddingRequest(_Request):
         return value
 
 
-class EmbeddingData(BaseModel):
+class EmbeddingData(_Response):
     object: Literal["embedding"] = "embedding"
     index: int
     embedding: list[float] | str
 
 
-class Usage(BaseModel):
+class Usage(_Response):
     prompt_tokens: int
     total_tokens: int
 
 
-class EmbeddingResponse(BaseModel):
+class EmbeddingResponse(_Response):
     object: Literal["list"] = "list"
     data: list[EmbeddingData]
     model: str
     usage: Usage
+
+    @classmethod
+    def build(cls, vectors: np.ndarray, tokens: int, model: str,
+              encoding_format: Literal["float", "base64"]) -> EmbeddingResponse:
+        """``base64``: little-endian float32 bytes of each vector."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if encoding_format == "base64":
+            data = [EmbeddingData(index=i, embedding=base64.b64encode(v.astype("<f4").tobytes()).decode())
+                    for i, v in enumerate(vectors)]
+        else:
+            data = [EmbeddingData(index=i, embedding=v.tolist()) for i, v in enumerate(vectors)]
+        return cls(data=data, model=model, usage=Usage(prompt_tokens=tokens, total_tokens=tokens))
+
+
+# ---------------------------------------------------------------------------------------------
+# /v1/models
+
+
+class ModelCard(BaseModel):
+    """One served model: OpenAI's fields plus the model facts of its deployment (``info``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    object: Literal["model"] = "model"
+    owned_by: str = "steadyrank"
+    task: Literal["embeddings", "rerank"]
+
+
+class ModelList(_Response):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+    @classmethod
+    def build(cls, embedder: dict[str, Any], reranker: dict[str, Any]) -> ModelList:
+        return cls(data=[ModelCard(id=embedder["model"], task="embeddings", **embedder),
+                         ModelCard(id=reranker["model"], task="rerank", **reranker)])
 
 
 # ---------------------------------------------------------------------------------------------
 # health
 
 
-class HealthResponse(BaseModel):
+class HealthResponse(_Response):
     status: Literal["ok"]
 
 
@@ -186,10 +328,10 @@ class ReadyResponse(BaseModel):
     checks: dict[str, Any]
 
 
-class ErrorDetail(BaseModel):
+class ErrorDetail(_Response):
     type: str
     message: str
 
 
-class ErrorResponse(BaseModel):
+class ErrorResponse(_Response):
     error: ErrorDetail

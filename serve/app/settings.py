@@ -20,6 +20,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.routing import Route, RoutingSettings, load_settings as load_routing_file
 from steadyrank.serve.quality.settings import QualitySettings
 from steadyrank.serve.runtime.settings import ModelSettings
@@ -27,7 +28,6 @@ from steadyrank.serve.runtime.settings import ModelSettings
 ENV_CACHE = "STEADYRANK_CACHE"
 ENV_SETTINGS = "STEADYRANK_SETTINGS"
 DEFAULT_KEYS_ENV = "STEADYRANK_API_KEYS"
-Mode = Literal["dense", "bm25", "hybrid"]
 
 
 class SettingsError(ValueError):
@@ -107,6 +107,12 @@ class BatchedDeploymentSettings(DeploymentSettings):
                 "or batches never fill"
             )
         return self
+
+    def ray_options(self) -> dict[str, Any]:
+        """As :meth:`DeploymentSettings.ray_options`, plus the batch limits as the deployment's
+        ``user_config`` (applied by its ``reconfigure``; changing them needs no replica restart)."""
+        return {**super().ray_options(),
+                "user_config": {"max_batch_size": self.max_batch_size, "batch_wait_timeout_s": self.batch_wait_timeout_s}}
 
 
 _DEPLOYMENT_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -249,6 +255,8 @@ class LimitsSettings(_Section):
     request_timeout_s: float = Field(30.0, gt=0, description="per-request deadline (504 beyond); a client may "
                                                              "ask for less with the X-Request-Timeout header")
     retry_after_s: int = Field(1, ge=0, description="Retry-After seconds sent with 503 overload answers")
+    max_in_flight: int = Field(64, ge=1, description="scoring requests one ingress replica works on at once; "
+                                                     "beyond, 503 + Retry-After at once, before any compute")
 
 
 class AuthSettings(_Section):
@@ -308,6 +316,12 @@ class Settings(_Section):
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         policy = self.routing.policy()
+        ingress = self.deployments.ingress.max_ongoing_requests
+        if self.limits.max_in_flight >= ingress:
+            raise ValueError(
+                f"limits.max_in_flight ({self.limits.max_in_flight}) must be < deployments.ingress.max_ongoing_requests "
+                f"({ingress}), so steadyrank refuses overload with its JSON 503 before Ray's own queue limit does"
+            )
         if self.quality.enabled and self.quality.top_n > self.limits.max_top_n:
             raise ValueError(
                 f"quality.top_n ({self.quality.top_n}) must be ≤ limits.max_top_n ({self.limits.max_top_n})"

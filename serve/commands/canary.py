@@ -7,7 +7,7 @@ import os
 
 import httpx
 
-from steadyrank.serve.commands.output import dumps_json, format_table
+from steadyrank.serve.output import dumps_json, format_table
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

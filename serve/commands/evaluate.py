@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from steadyrank.metrics import evaluate, read_qrels, read_trec_run
-from steadyrank.serve.commands.output import dumps_json, format_table
+from steadyrank.serve.output import dumps_json, format_table
 
 DEFAULT_MEASURES = ["ndcg@10", "mrr@10", "map@10", "recall@100"]
 

@@ -13,7 +13,7 @@ from steadyrank.retrieval.corpus import read_corpus, read_documents
 from steadyrank.retrieval.dense import DenseSettings
 from steadyrank.retrieval.protocols import Embedder, Reranker
 from steadyrank.retrieval.store import IndexStore, build_index
-from steadyrank.serve.commands.output import dumps_json
+from steadyrank.serve.output import dumps_json
 
 BUNDLED = "bundled"
 

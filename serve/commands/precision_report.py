@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from steadyrank import metrics
-from steadyrank.serve.commands.output import dumps_json
+from steadyrank.serve.output import dumps_json
 from steadyrank.serve.precision import candidates as first_stage
 from steadyrank.serve.precision.plot import plot_curves
 from steadyrank.serve.precision.regimes import DEFAULT_REGIMES, REFERENCE, parse_regime, parse_regimes

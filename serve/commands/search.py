@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
+import asyncio
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -13,12 +13,13 @@ from tqdm import tqdm
 
 from steadyrank.metrics.io import write_trec_run
 from steadyrank.retrieval.corpus import read_queries
+from steadyrank.retrieval.fsio import atomic_write_bytes
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
-from steadyrank.retrieval.pipeline import latency_summary, rerank_candidates
+from steadyrank.retrieval.pipeline import Ranked, SearchModels, latency_summary, local_models, search
 from steadyrank.retrieval.routing import ROUTES, RoutingSettings, load_settings
 from steadyrank.retrieval.store import MODES, IndexStore
 from steadyrank.serve.commands.index import BUNDLED, add_embedder_argument, load_embedder_arg, load_reranker_arg
-from steadyrank.serve.commands.output import dumps_json
+from steadyrank.serve.output import dumps_json
 
 
 def add_reranker_arguments(parser: argparse.ArgumentParser, *, default: str | None) -> None:
@@ -97,27 +98,13 @@ def run(args: argparse.Namespace) -> int:
     queries = read_queries(args.queries)
     embedder = None if args.mode == "bm25" else load_embedder_arg(args.embedder)
     reranker = None if args.rerank is None else load_reranker_arg(args.rerank, args.rerank_precision)
-    trec: dict[str, dict[str, float]] = {}
-    per_query: dict[str, dict[str, Any]] = {}
-    stage_seconds: list[dict[str, float]] = []
     with IndexStore.open(args.index, embedder) as store:
-        for qid, text in tqdm(queries.items(), desc="searching", unit="query", file=sys.stderr, dynamic_ncols=True):
-            candidates = store.search(text, mode=args.mode, depth=args.depth, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights)
-            if reranker is None:
-                doc_ids, scores, timings = candidates.doc_ids, candidates.scores, candidates.timings
-                report: dict[str, Any] = {"k_reranked": 0}
-            else:
-                ranked = rerank_candidates(store, text, candidates, reranker, settings, route)
-                doc_ids, scores, timings = ranked.doc_ids, ranked.scores, ranked.timings
-                report = {
-                    "k_reranked": ranked.decision.k_rerank,
-                    "escalated": ranked.decision.escalated,
-                    "reasons": list(ranked.decision.reasons),
-                    "signals": ranked.signals.to_json(),
-                }
-            trec[qid] = dict(zip(doc_ids, map(float, scores), strict=True))
-            stage_seconds.append(timings)
-            per_query[qid] = {**report, "n_candidates": len(candidates.doc_ids), "timings_ms": {k: v * 1000 for k, v in timings.items()}}
+        stored = embedder is not None and reranker is not None and reranker.settings.same_vectors(embedder.settings)
+        models = local_models(store, embedder, reranker, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights,
+                              stored_vectors=stored)
+        ranked = asyncio.run(_search_all(queries, args.mode, models, settings, route))
+    trec = {qid: dict(zip(r.doc_ids, map(float, r.scores), strict=True)) for qid, r in ranked.items()}
+    per_query = {qid: query_report(r) for qid, r in ranked.items()}
     write_trec_run(args.out, trec, tag=args.tag)
     k_values = [q["k_reranked"] for q in per_query.values()]
     summary = {
@@ -132,9 +119,9 @@ def run(args: argparse.Namespace) -> int:
         "queries": len(per_query),
         "mean_k_reranked": sum(k_values) / len(k_values),
         "escalation_rate": sum(bool(q.get("escalated")) for q in per_query.values()) / len(per_query),
-        "latency": latency_summary(stage_seconds),
+        "latency": latency_summary([r.timings for r in ranked.values()]),
     }
-    Path(f"{args.out}.json").write_text(json.dumps({**summary, "per_query": per_query}, indent=2) + "\n", encoding="utf-8")
+    atomic_write_bytes(Path(f"{args.out}.json"), (dumps_json({**summary, "per_query": per_query}) + "\n").encode("utf-8"))
     if args.json:
         print(dumps_json(summary))
     else:
@@ -144,3 +131,31 @@ def run(args: argparse.Namespace) -> int:
             f"escalated {summary['escalation_rate']:.0%}; details in {args.out}.json"
         )
     return 0
+
+
+async def _search_all(queries: dict[str, str], mode: str, models: SearchModels, settings: RoutingSettings,
+                      route: str) -> dict[str, Ranked]:
+    out = {}
+    for qid, text in tqdm(queries.items(), desc="searching", unit="query", file=sys.stderr, dynamic_ncols=True):
+        out[qid] = await search(text, mode, models, settings, route)
+    return out
+
+
+def query_report(ranked: Ranked) -> dict[str, Any]:
+    """One query of ``RUN.json``: routing facts, stage and retrieval timings (ms) and, when reranked,
+    every reranked candidate in served order (``id``, ``relevance_score``, ``rank_key``: the
+    ``candidates`` of ``/v1/search``)."""
+    report: dict[str, Any] = {"k_reranked": ranked.k, "n_candidates": len(ranked.candidates.doc_ids)}
+    if ranked.decision is not None:
+        report.update({
+            "escalated": ranked.decision.escalated,
+            "reasons": list(ranked.decision.reasons),
+            "signals": ranked.signals.to_json(),
+            "tie_at_cutoff": ranked.ranking.tie_at_cutoff,
+            "rescored_ties": ranked.ranking.rescored,
+            "candidates": [{"id": ranked.candidates.doc_ids[i], "relevance_score": float(ranked.rerank_scores[i]),
+                            "rank_key": float(ranked.rerank_keys[i])} for i in ranked.served()],
+        })
+    report["stages_ms"] = {k: v * 1000 for k, v in ranked.timings.items()}
+    report["retrieval_ms"] = {k: v * 1000 for k, v in ranked.candidates.timings.items()}
+    return report

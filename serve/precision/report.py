@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from steadyrank import metrics
-from steadyrank.serve.commands.output import format_table
+from steadyrank.serve.output import format_table
 from steadyrank.serve.precision.candidates import Candidates
 from steadyrank.serve.precision.regimes import REFERENCE, Regime
 from steadyrank.serve.precision.scoring import RegimeKeys

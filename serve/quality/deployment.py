@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from ray import serve as ray_serve
+from ray import serve
 from ray.serve.handle import DeploymentHandle
 
 from steadyrank.serve.quality.golden import load_golden
@@ -21,7 +21,7 @@ from steadyrank.serve.quality.service import QualityService
 from steadyrank.serve.quality.settings import QualitySettings
 
 
-@ray_serve.deployment(
+@serve.deployment(
     num_replicas=1,
     max_ongoing_requests=8,
     max_queued_requests=32,  # mirrored events beyond this are dropped, never queued without bound
@@ -32,13 +32,13 @@ class ShadowEvaluator:
 
     async def __init__(self, settings: QualitySettings | dict, searcher: DeploymentHandle,
                        hub: DeploymentHandle, variants: Sequence[str] = ("primary",)) -> None:
-        from steadyrank.serve.app.telemetry import Recorder
+        from steadyrank.serve.telemetry import Recorder
 
         settings = QualitySettings.model_validate(settings)
         golden = load_golden(settings.golden, split=settings.golden_split, grade_map=settings.grade_map)
 
         async def search(request: dict) -> dict:
-            return await searcher.search.remote(request)
+            return (await searcher.search.remote(request)).model_dump()
 
         self.service = QualityService(settings, golden, search, Recorder(hub), variants)
         self._replays = asyncio.get_running_loop().create_task(self.service.run_forever())

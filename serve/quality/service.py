@@ -3,7 +3,7 @@
 It is independent of Ray: ``search`` is any async callable taking a search request dict and
 returning the Searcher's response (``candidates`` = the full reranked list in served order with
 ``id`` and ``relevance_score``; ``meta`` with ``escalated``), and ``recorder`` any object with
-``inc``/``set`` (``serve.app.telemetry.Recorder``). The Ray Serve deployment wraps it.
+``inc``/``set`` (``serve.telemetry.Recorder``). The Ray Serve deployment wraps it.
 
 Replays are marked ``shadow`` so the server does not count them as user traffic. A failed replay
 is counted (``steadyrank_golden_failures_total``), logged, and retried in the next round; the

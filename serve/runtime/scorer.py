@@ -18,12 +18,11 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from steadyrank.metrics import tie_groups
+from steadyrank.retrieval.ranking import rank
 from steadyrank.serve.runtime import hps
 from steadyrank.serve.runtime.embedder import Embedder
 from steadyrank.serve.runtime.errors import InvalidInputError, check_rerank_args
 from steadyrank.serve.runtime.loading import ModelSpec
-from steadyrank.serve.runtime.rescoring import resolve_boundary
 from steadyrank.serve.runtime.settings import ModelSettings
 
 
@@ -110,27 +109,35 @@ class Scorer(ABC):
             self._fp32 = type(self)(self.spec, settings, self.model_id)
         return self._fp32
 
-    def rerank(self, query: str, documents: Sequence[str], top_n: int | None = None) -> RerankOutput:
-        """Score ``documents`` against ``query`` and rank them.
+    @property
+    def rescores_boundary_ties(self) -> bool:
+        """A tie straddling ``top_n`` is settled by an FP32 forward pass (HPS below FP32)."""
+        return self.settings.rescores_boundary_ties
 
-        With ``rescore_boundary_ties`` (HPS, precision below FP32), a tie group straddling
-        ``top_n`` is re-run in FP32 and ordered by those scores (see :mod:`serve.runtime.rescoring`).
+    def fp32_keys(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Rank keys of ``pairs`` from the FP32 twin (boundary re-scoring)."""
+        return self.fp32_twin().score(pairs).keys
+
+    def rerank(self, query: str, documents: Sequence[str], top_n: int | None = None) -> RerankOutput:
+        """Score ``documents`` against ``query`` and rank them (:func:`retrieval.ranking.rank`: rank
+        keys descending, ties by input index; with ``rescores_boundary_ties`` a tie group straddling
+        ``top_n`` is re-run in FP32 and ordered by those keys).
         """
         docs = check_rerank_args(query, documents, top_n)
         scored = self._score([(query, d) for d in docs])
 
         def rescore(indices: np.ndarray) -> np.ndarray:
-            return self.fp32_twin()._score([(query, docs[i]) for i in indices]).keys
+            return self.fp32_keys([(query, docs[i]) for i in indices])
 
-        resolution = resolve_boundary(scored.keys, top_n, rescore if self.settings.rescores_boundary_ties else None)
+        ranking = rank(scored.keys, top_n, rescore if self.rescores_boundary_ties else None)
         return RerankOutput(
             scores=scored.scores,
             logits=scored.logits,
             truncated=scored.truncated,
-            order=resolution.order,
-            tie_groups=[g.tolist() for g in tie_groups(scored.keys, min_size=2)],
-            tie_at_cutoff=resolution.tie_at_cutoff,
-            rescored=resolution.rescored,
+            order=ranking.order,
+            tie_groups=[g.tolist() for g in ranking.tie_groups],
+            tie_at_cutoff=ranking.tie_at_cutoff,
+            rescored=ranking.rescored,
         )
 
 

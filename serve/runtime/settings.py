@@ -70,6 +70,13 @@ class ModelSettings(BaseModel):
         """Boundary re-scoring is in effect: asked for, under HPS, with a forward pass below FP32."""
         return self.rescore_boundary_ties and self.scoring == "hps" and self.precision != "fp32"
 
+    def same_vectors(self, other: ModelSettings) -> bool:
+        """``other`` embeds every text to the same vector as this model (up to FP32 rounding): same
+        weights, kind, precision, scoring, max_length and truncation side. A bi-encoder reranker
+        with the embedder's vectors can score from the index's stored vectors."""
+        fields = ("path", "kind", "precision", "scoring", "max_length", "truncation_side", "backend")
+        return all(getattr(self, f) == getattr(other, f) for f in fields)
+
     @field_validator("prompt_template")
     @classmethod
     def _template_has_slots(cls, template: str) -> str:

@@ -24,6 +24,7 @@ RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
 # name -> type, exactly as the application exports them.
 CONTRACT = {
     "steadyrank_requests_total": "counter",
+    "steadyrank_requests_dropped_total": "counter",
     "steadyrank_request_duration_seconds": "histogram",
     "steadyrank_stage_duration_seconds": "histogram",
     "steadyrank_batch_size": "histogram",

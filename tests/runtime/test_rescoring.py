@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from steadyrank.serve.runtime import ModelSettings, load_scorer
-from steadyrank.serve.runtime.rescoring import resolve_boundary
+from steadyrank.retrieval.ranking import rank
 
 DOCS = ["alpha", "the beta release notes", "gamma rays from distant galaxies reach the earth", "delta",
         "an epsilon of room for error in every measurement", "zeta functions"]
 
 
-def test_resolve_boundary_reorders_only_the_straddling_group() -> None:
+def test_rank_reorders_only_the_straddling_group() -> None:
     keys = np.array([0.1, 0.5, 0.9, 0.5, 0.1, 0.5, 0.7], dtype=np.float32)
     # rank: 2 (0.9), 6 (0.7), {1, 3, 5} (0.5) at positions 2-4, {0, 4} (0.1) at positions 5-6
     fine = {1: 0.2, 3: 0.4, 5: 0.3}
@@ -25,20 +25,20 @@ def test_resolve_boundary_reorders_only_the_straddling_group() -> None:
         seen.append(indices.tolist())
         return np.array([fine[i] for i in indices])
 
-    out = resolve_boundary(keys, 3, rescore)
+    out = rank(keys, 3, rescore)
     assert seen == [[1, 3, 5]]
     assert out.order.tolist() == [2, 6, 3, 5, 1, 0, 4]
     assert (out.rescored, out.tie_at_cutoff) == (3, False)
 
 
-def test_resolve_boundary_reports_ties_it_cannot_or_may_not_settle() -> None:
+def test_rank_reports_ties_it_cannot_or_may_not_settle() -> None:
     keys = np.array([0.5, 0.5, 0.5, 0.9])
-    assert resolve_boundary(keys, 2, lambda idx: np.array([0.3, 0.3, 0.1])).tie_at_cutoff is True
-    assert resolve_boundary(keys, 3, lambda idx: np.array([0.3, 0.3, 0.1])).tie_at_cutoff is False
-    unsettled = resolve_boundary(keys, 2, None)
+    assert rank(keys, 2, lambda idx: np.array([0.3, 0.3, 0.1])).tie_at_cutoff is True
+    assert rank(keys, 3, lambda idx: np.array([0.3, 0.3, 0.1])).tie_at_cutoff is False
+    unsettled = rank(keys, 2, None)
     assert (unsettled.order.tolist(), unsettled.rescored, unsettled.tie_at_cutoff) == ([3, 0, 1, 2], 0, True)
     for top_n in (None, 1, 4, 10):  # no group crosses these cutoffs
-        assert resolve_boundary(keys, top_n, None).tie_at_cutoff is False
+        assert rank(keys, top_n, None).tie_at_cutoff is False
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from steadyrank.serve.app.telemetry import CATALOGUE, MetricsStore, Recorder, TelemetryError
+from steadyrank.serve.telemetry import CATALOGUE, MetricsStore, Recorder, TelemetryError
 from tests.deploy.test_grafana import CONTRACT
 from tests.serve.conftest import parse_metrics
 

@@ -77,6 +77,11 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
     MetricSpec("steadyrank_requests_total", "counter",
                "HTTP responses of the scoring endpoints by endpoint (rerank, search, embeddings) and status code.",
                ("endpoint", "code")),
+    MetricSpec("steadyrank_requests_dropped_total", "counter",
+               "Requests dropped before any model compute, by where (ingress, embedder, reranker, "
+               "canary_reranker) and why: overloaded (refused at admission, 503), deadline (its deadline "
+               "passed while queued, 504), disconnected (its caller gave up while queued).",
+               ("deployment", "reason")),
     MetricSpec("steadyrank_request_duration_seconds", "histogram",
                "Latency of user requests per endpoint, from request received to response ready.",
                ("endpoint",), LATENCY_BUCKETS),

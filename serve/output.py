@@ -1,4 +1,4 @@
-"""Shared output helpers for CLI commands: strict JSON (NaN → null) and plain-text tables."""
+"""Output helpers shared by every serve layer: strict JSON (NaN → null) and plain-text tables."""
 
 from __future__ import annotations
 

@@ -1,0 +1,23 @@
+"""The Ray Serve deployments behind the ingress, one per module, bound by :func:`serve.app.builder.build_app`.
+
+Data flow (docs/ARCHITECTURE.md): ingress → Searcher (runs :mod:`retrieval.pipeline`: embed,
+retrieve, rerank, route) → Embedder / Retriever / Reranker; ``/v1/rerank`` and ``/v1/embeddings``
+call the Reranker and the Embedder directly. Every replica records metrics through a
+:class:`~serve.telemetry.Recorder` that flushes to the single ``MetricsHub`` replica.
+
+- :mod:`.metrics_hub` ``MetricsHub``; :mod:`.embedder` ``Embedder``; :mod:`.reranker` ``Reranker``
+  (also bound as ``CanaryReranker``); :mod:`.retriever` ``Retriever``; :mod:`.searcher` ``Searcher``;
+- :mod:`.common`: ``InvalidRequest`` and the helpers every deployment shares.
+
+Model runtimes are imported inside the constructors, so replicas that hold no model never import
+torch from here.
+"""
+
+from steadyrank.serve.app.deployments.common import DeadlineExceeded, InvalidRequest
+from steadyrank.serve.app.deployments.embedder import Embedder
+from steadyrank.serve.app.deployments.metrics_hub import MetricsHub
+from steadyrank.serve.app.deployments.reranker import Reranker
+from steadyrank.serve.app.deployments.retriever import Retriever
+from steadyrank.serve.app.deployments.searcher import Searcher
+
+__all__ = ["DeadlineExceeded", "Embedder", "InvalidRequest", "MetricsHub", "Reranker", "Retriever", "Searcher"]

@@ -1,0 +1,143 @@
+"""What every deployment shares: the refusal type, the one compute thread, per-job isolation in a
+batch, torch thread settings and batch options applied through Ray Serve's ``user_config``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from steadyrank.serve.runtime.errors import check_texts
+
+
+class InvalidRequest(ValueError):
+    """A request a deployment refuses (HTTP 400 at the ingress)."""
+
+
+class DeadlineExceeded(Exception):
+    """The request's deadline passed (or its caller gave up) before its forward pass; dropped
+    unscored (HTTP 504 at the ingress)."""
+
+
+@dataclass
+class Ticket:
+    """One model call's deadline (epoch seconds; None = none) and whether its caller gave up
+    (the handle call was cancelled: the client disconnected or the ingress timed out)."""
+
+    deadline: float | None = None
+    cancelled: bool = False
+    started: bool = False
+
+    def drop_reason(self, now: float) -> str | None:
+        """``deadline`` (it passed), ``disconnected`` (cancelled before its deadline) or None (run it)."""
+        if self.deadline is not None and now >= self.deadline:
+            return "deadline"
+        return "disconnected" if self.cancelled else None
+
+
+def count_drop(recorder: Any, label: str, reason: str) -> None:
+    recorder.inc("steadyrank_requests_dropped_total", deployment=label, reason=reason)
+
+
+async def admitted(batched: Any, job: Any, ticket: Ticket, recorder: Any, label: str) -> Any:
+    """Queue ``(job, ticket)`` on a ``@serve.batch`` method and await its result. A job whose
+    deadline passed is refused here; a caller cancelled while its job is still queued marks the
+    ticket, so the batch drops the job unscored (counted once, here)."""
+    reason = ticket.drop_reason(time.time())
+    if reason is not None:
+        count_drop(recorder, label, reason)
+        raise DeadlineExceeded("the request's deadline passed before it reached the model")
+    try:
+        return unwrap(await batched((job, ticket)))
+    except asyncio.CancelledError:
+        if not ticket.started:
+            ticket.cancelled = True
+            count_drop(recorder, label, ticket.drop_reason(time.time()) or "disconnected")
+        raise
+
+
+@dataclass
+class Failed:
+    """One job of a batch failed; the others are unaffected."""
+
+    error: BaseException
+
+
+def model_executor() -> ThreadPoolExecutor:
+    """One thread for a replica's model (or FAISS) calls: forward passes run one at a time (batching
+    provides the concurrency), and OpenMP keeps a single thread team instead of one per pool thread
+    (several spinning teams would fight for the cores)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="steadyrank-compute")
+
+
+async def run_in(executor: ThreadPoolExecutor, fn: Any, *args: Any) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+
+
+def set_torch_threads(threads: int | None) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def check_text_list(texts: Any, what: str) -> list[str]:
+    """A handle caller's texts: a list or tuple of strings (``check_texts`` checks the items)."""
+    if not isinstance(texts, (list, tuple)):
+        raise InvalidRequest(f"{what} must be a list of strings")
+    return check_texts(texts, what)
+
+
+def run_isolated(jobs: list[Any], run: Any) -> list[Any]:
+    """``run(jobs)`` for the whole batch; if it fails, each job alone, so one bad job fails alone."""
+    try:
+        return run(jobs)
+    except Exception as exc:  # noqa: BLE001
+        if len(jobs) == 1:
+            return [Failed(exc)]
+    out = []
+    for job in jobs:
+        try:
+            out.append(run([job])[0])
+        except Exception as exc:  # noqa: BLE001
+            out.append(Failed(exc))
+    return out
+
+
+async def run_batch(executor: ThreadPoolExecutor, jobs: list[tuple[Any, Ticket]], run: Any, recorder: Any,
+                    label: str) -> list[Any]:
+    """Run the live jobs of a batch in one ``run`` (isolated, :func:`run_isolated`); a job whose
+    deadline passed or whose caller gave up is dropped before the forward pass and counted in
+    ``steadyrank_requests_dropped_total{deployment=label, reason}``."""
+    now = time.time()
+    out: list[Any] = [None] * len(jobs)
+    live = []
+    for i, (_, ticket) in enumerate(jobs):
+        reason = ticket.drop_reason(now)
+        if reason is None:
+            ticket.started = True
+            live.append(i)
+        else:
+            if not ticket.cancelled:  # a cancelled job was counted when its caller gave up
+                count_drop(recorder, label, reason)
+            out[i] = Failed(DeadlineExceeded(f"dropped before the forward pass ({reason})"))
+    if live:
+        results = await run_in(executor, run_isolated, [jobs[i][0] for i in live], run)
+        for i, result in zip(live, results, strict=True):
+            out[i] = result
+    return out
+
+
+def unwrap(outcome: Any) -> Any:
+    if isinstance(outcome, Failed):
+        raise outcome.error
+    return outcome
+
+
+def apply_batch_config(batched: Any, config: dict[str, Any]) -> None:
+    """Set a ``@serve.batch`` method's limits from a deployment's ``user_config``
+    (``max_batch_size``, ``batch_wait_timeout_s``; see ``BatchedDeploymentSettings.ray_options``)."""
+    batched.set_max_batch_size(int(config["max_batch_size"]))
+    batched.set_batch_wait_timeout_s(float(config["batch_wait_timeout_s"]))

@@ -1,0 +1,69 @@
+"""``Embedder``: the bi-encoder — query embeddings for search and ``/v1/embeddings``, batched across requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from ray import serve
+
+from steadyrank.serve.app.deployments.common import (
+    Ticket,
+    admitted,
+    apply_batch_config,
+    check_text_list,
+    model_executor,
+    run_batch,
+    set_torch_threads,
+)
+from steadyrank.serve.app.settings import Settings, load_settings
+from steadyrank.serve.telemetry import Recorder
+
+
+@serve.deployment(name="Embedder")
+class Embedder:
+    """``embed(texts, count_tokens=False) -> {"vectors": float32 (n, dim) unit rows, "tokens": int | None}``."""
+
+    def __init__(self, settings: Settings | dict, hub: Any) -> None:
+        from steadyrank.serve.runtime import load_embedder
+
+        settings = load_settings(settings)
+        set_torch_threads(settings.deployments.embedder.torch_threads)
+        self.model = load_embedder(settings.embedder)
+        self.executor = model_executor()
+        self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
+
+    def reconfigure(self, config: dict[str, Any]) -> None:
+        apply_batch_config(self._batch, config)
+
+    async def info(self) -> dict[str, Any]:
+        m = self.model
+        return {"model": m.model_id, "dim": m.dim, "precision": m.precision, "scoring": m.scoring,
+                "max_length": m.max_length}
+
+    async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None) -> dict[str, Any]:
+        """``{"vectors": float32 (n, dim) unit rows, "tokens": int | None}`` (tokens after truncation).
+        ``deadline`` (epoch s): dropped unembedded once it passed (``DeadlineExceeded``)."""
+        texts = check_text_list(texts, "input")
+        if not texts:
+            return {"vectors": np.zeros((0, self.model.dim), dtype=np.float32), "tokens": 0 if count_tokens else None}
+        return await admitted(self._batch, (texts, bool(count_tokens)), Ticket(deadline), self.recorder, "embedder")
+
+    @serve.batch  # limits from user_config (reconfigure)
+    async def _batch(self, jobs: list[tuple[tuple[list[str], bool], Ticket]]) -> list[Any]:
+        self.recorder.observe("steadyrank_batch_size", len(jobs), deployment="embedder")
+        return await run_batch(self.executor, jobs, self._encode, self.recorder, "embedder")
+
+    def _encode(self, jobs: list[tuple[list[str], bool]]) -> list[dict[str, Any]]:
+        flat = [t for texts, _ in jobs for t in texts]
+        vectors = self.model.encode(flat)
+        out, start = [], 0
+        for texts, count in jobs:
+            tokens = None
+            if count:
+                tokenizer = self.model.backend.tokenizer
+                ids = tokenizer(texts, truncation=True, max_length=self.model.max_length)["input_ids"]
+                tokens = int(sum(len(x) for x in ids))
+            out.append({"vectors": vectors[start : start + len(texts)], "tokens": tokens})
+            start += len(texts)
+        return out

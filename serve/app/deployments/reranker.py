@@ -1,0 +1,172 @@
+"""``Reranker`` (and ``CanaryReranker``, the same class): a scoring model with HPS and tie facts.
+
+``score(query, docs, shadow=False)`` → FP32 scores, rank keys and truncation flags;
+``rerank(query, docs, top_n)`` → the full ranking with tie facts; ``fp32_keys(query, docs,
+shadow=False)`` for boundary re-scoring. Pairs of all user requests in a batch go through one
+forward pass plan; shadow work (``shadow=True``) runs in small chunks behind user work
+(:mod:`serve.app.priority`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from ray import serve
+
+from steadyrank.retrieval.ranking import rank_async
+from steadyrank.serve.app.deployments.common import (
+    InvalidRequest,
+    Ticket,
+    admitted,
+    apply_batch_config,
+    check_text_list,
+    model_executor,
+    run_batch,
+    run_in,
+    set_torch_threads,
+)
+from steadyrank.serve.app.priority import ShadowGate, chunks
+from steadyrank.serve.app.protocol import Variant
+from steadyrank.serve.app.settings import Settings, load_settings
+from steadyrank.serve.runtime.errors import check_rerank_args
+from steadyrank.serve.telemetry import Recorder
+
+
+@serve.deployment(name="Reranker")
+class Reranker:
+    """A scoring model (cross-encoder, causal-LM reranker or bi-encoder).
+
+    ``role`` is ``primary`` (serves users) or ``canary`` (shadow copies); it only labels metrics.
+    """
+
+    def __init__(self, settings: Settings | dict, model: Any, role: Variant, hub: Any) -> None:
+        from steadyrank.serve.runtime import ModelSettings, load_scorer
+
+        settings = load_settings(settings)
+        options = settings.deployments.reranker if role == "primary" else settings.deployments.canary_reranker
+        set_torch_threads(options.torch_threads)
+        self.scorer = load_scorer(ModelSettings.model_validate(model))
+        self.executor = model_executor()
+        self.role = role
+        self.label = "reranker" if role == "primary" else "canary_reranker"
+        quality = settings.quality
+        self.gate = ShadowGate(quality.shadow_idle_s, quality.shadow_max_wait_s)
+        self.shadow_chunk_docs = quality.shadow_chunk_docs
+        self._twin_lock = threading.Lock()
+        self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
+
+    def reconfigure(self, config: dict[str, Any]) -> None:
+        apply_batch_config(self._batch, config)
+
+    async def info(self) -> dict[str, Any]:
+        import torch
+
+        s = self.scorer
+        return {"model": s.model_id, "kind": s.kind, "precision": s.precision, "scoring": s.scoring,
+                "max_length": s.settings.max_length, "role": self.role,
+                "rescore_boundary_ties": s.rescores_boundary_ties, "torch_threads": torch.get_num_threads()}
+
+    async def score(self, query: str, documents: list[str], shadow: bool = False,
+                    deadline: float | None = None) -> dict[str, np.ndarray]:
+        """``{"scores", "keys"}`` float32 (n,) and ``"truncated"`` bool (n,), in input order.
+
+        ``deadline`` (epoch s): a user request still queued when it passes (or whose caller gave
+        up) is dropped before its forward pass (``DeadlineExceeded``; counted).
+
+        ``shadow`` (evaluator traffic): scored in chunks of ``quality.shadow_chunk_docs`` documents,
+        each started only when user work leaves room (:class:`~serve.app.priority.ShadowGate`).
+        In FP32 the scores equal those of the user path up to FP32 rounding; below FP32 a
+        document's logit may differ in its last bits, as it does between user batches.
+        """
+        if not isinstance(query, str):
+            raise InvalidRequest("query must be a string")
+        documents = check_text_list(documents, "documents")
+        if not documents:
+            return {"scores": np.zeros(0, np.float32), "keys": np.zeros(0, np.float32), "truncated": np.zeros(0, bool)}
+        if shadow:
+            parts = [(await self._shadow_turn(self._score_jobs, [(query, list(part))]))[0]
+                     for part in chunks(documents, self.shadow_chunk_docs)]
+            return {name: np.concatenate([p[name] for p in parts]) for name in ("scores", "keys", "truncated")}
+        async with self.gate.user():
+            return await admitted(self._batch, (query, documents), Ticket(deadline), self.recorder, self.label)
+
+    async def fp32_keys(self, query: str, documents: list[str], shadow: bool = False) -> np.ndarray:
+        """Rank keys of ``documents`` from an FP32 forward pass (boundary re-scoring); ``shadow`` as
+        in :meth:`score` (one chunk: a tie group is small)."""
+        documents = check_text_list(documents, "documents")
+        if shadow:
+            return await self._shadow_turn(self._fp32_keys, query, documents)
+        async with self.gate.user():
+            return await run_in(self.executor, self._fp32_keys, query, documents)
+
+    async def _shadow_turn(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn(*args)`` on the compute thread once the gate gives shadow work its turn."""
+        waited = await self.gate.turn()
+        self.recorder.observe("steadyrank_shadow_wait_seconds", waited, deployment=self.label)
+        return await run_in(self.executor, fn, *args)
+
+    def _fp32_keys(self, query: str, documents: list[str]) -> np.ndarray:
+        with self._twin_lock:  # the FP32 twin is loaded once, lazily
+            return self.scorer.fp32_keys([(query, d) for d in documents])
+
+    async def rerank(self, query: str, documents: list[str], top_n: int | None = None, record: bool = True,
+                     deadline: float | None = None) -> dict[str, Any]:
+        """The ranking of ``documents`` for ``query`` (:func:`retrieval.ranking.rank`).
+
+        Returns ``scores`` (float32, input order), ``order`` (input indices by rank), ``tie_groups``,
+        ``tie_at_cutoff``, ``tie_group_size_at_cutoff``, ``rescored``, ``truncated`` (indices) and
+        the model facts. ``record`` = count it as user traffic in the metrics.
+        """
+        started = time.perf_counter()
+        documents = check_rerank_args(query, check_text_list(documents, "documents"), top_n)
+        scored = await self.score(query, documents, deadline=deadline)
+
+        async def rescore(indices: np.ndarray) -> np.ndarray:
+            return await self.fp32_keys(query, [documents[i] for i in indices])
+
+        ranking = await rank_async(scored["keys"], top_n, rescore if self.scorer.rescores_boundary_ties else None)
+        result = {
+            "scores": scored["scores"],
+            "order": ranking.order,
+            "tie_groups": [g.tolist() for g in ranking.tie_groups],
+            "tie_at_cutoff": ranking.tie_at_cutoff,
+            "tie_group_size_at_cutoff": ranking.tie_group_size_at_cutoff,
+            "rescored": ranking.rescored,
+            "truncated": np.flatnonzero(scored["truncated"]).tolist(),
+            "model": self.scorer.model_id,
+            "precision": self.scorer.precision,
+            "scoring": self.scorer.scoring,
+        }
+        if record:
+            rec = self.recorder
+            rec.observe("steadyrank_stage_duration_seconds", time.perf_counter() - started, stage="rerank")
+            rec.observe("steadyrank_candidates_reranked", len(documents))
+            record_ties(rec, ranking.tie_group_size_at_cutoff, ranking.rescored)
+        return result
+
+    @serve.batch  # limits from user_config (reconfigure)
+    async def _batch(self, jobs: list[tuple[tuple[str, list[str]], Ticket]]) -> list[Any]:
+        self.recorder.observe("steadyrank_batch_size", len(jobs), deployment=self.label)
+        return await run_batch(self.executor, jobs, self._score_jobs, self.recorder, self.label)
+
+    def _score_jobs(self, jobs: list[tuple[str, list[str]]]) -> list[dict[str, np.ndarray]]:
+        pairs = [(query, doc) for query, docs in jobs for doc in docs]
+        scored = self.scorer.score(pairs)
+        out, start = [], 0
+        for _, docs in jobs:
+            rows = slice(start, start + len(docs))
+            out.append({"scores": scored.scores[rows], "keys": scored.keys[rows], "truncated": scored.truncated[rows]})
+            start += len(docs)
+        return out
+
+
+def record_ties(recorder: Recorder, straddling_size: int, rescored: int) -> None:
+    """Tie metrics of one user ranking: the group straddling the cutoff and its re-scoring."""
+    if straddling_size:
+        recorder.inc("steadyrank_ties_at_cutoff_total")
+        recorder.observe("steadyrank_tie_group_size_at_cutoff", straddling_size)
+    if rescored:
+        recorder.inc("steadyrank_rescored_ties_total", rescored)

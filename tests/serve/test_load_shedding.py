@@ -1,0 +1,113 @@
+"""Load shedding and deadlines on the real app: a request beyond the ingress' capacity is refused at
+once with steadyrank's JSON 503 + Retry-After and costs no model compute; a request whose deadline
+passes (or whose client goes away) while it waits for the Reranker is dropped before its forward
+pass, counted in ``steadyrank_requests_dropped_total``, and answered 504 (deadline)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import httpx
+
+from tests.serve.conftest import ServeApp, wait_until
+
+DOCS = [f"disk usage report {i}: du and df disagree after deleting a large open log file" for i in range(250)]
+
+
+def _value(metrics: dict, name: str, **labels: str) -> float:
+    return metrics.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def _reranked_count(metrics: dict) -> float:
+    return _value(metrics, "steadyrank_candidates_reranked_count")
+
+
+def _auth(app: ServeApp) -> dict[str, str]:
+    return {"Authorization": f"Bearer {app.api_key}"}
+
+
+def test_beyond_capacity_is_refused_at_once_before_compute(serve_app: ServeApp, metrics_text) -> None:
+    limit = serve_app.settings.limits.max_in_flight
+    before = metrics_text()
+
+    async def burst() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=serve_app.url, timeout=300, headers=_auth(serve_app)) as c:
+            return await asyncio.gather(*[
+                c.post("/v1/rerank", json={"query": f"disk full {i}", "documents": DOCS[:40], "top_n": 3})
+                for i in range(3 * limit)
+            ])
+
+    responses = asyncio.run(burst())
+    codes = [r.status_code for r in responses]
+    assert set(codes) <= {200, 503} and 200 in codes and codes.count(503) >= limit, codes
+    refused = [r for r in responses if r.status_code == 503]
+    assert all(r.headers["content-type"].startswith("application/json") for r in refused)
+    assert all(r.headers["retry-after"] == "2" and r.json()["error"]["type"] == "overloaded_error" for r in refused)
+    ok = codes.count(200)
+
+    def settled() -> dict | None:
+        m = metrics_text()
+        return m if _reranked_count(m) - _reranked_count(before) >= ok else None
+
+    after = wait_until(settled, 30)
+    assert after is not None
+    assert _reranked_count(after) - _reranked_count(before) == ok  # refused requests cost no forward pass
+    shed = (_value(after, "steadyrank_requests_dropped_total", deployment="ingress", reason="overloaded")
+            - _value(before, "steadyrank_requests_dropped_total", deployment="ingress", reason="overloaded"))
+    assert 1 <= shed <= len(refused)
+
+
+def _occupy_reranker(app: ServeApp) -> threading.Thread:
+    """A long rerank (250 documents) that holds the Reranker's compute thread for a while."""
+
+    def run() -> None:
+        with httpx.Client(base_url=app.url, timeout=300, headers=_auth(app)) as c:
+            assert c.post("/v1/rerank", json={"query": "slow", "documents": DOCS}).status_code == 200
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.3)  # let it reach the Reranker first
+    return thread
+
+
+def _dropped(metrics: dict) -> float:
+    return sum(_value(metrics, "steadyrank_requests_dropped_total", deployment="reranker", reason=r)
+               for r in ("deadline", "disconnected"))
+
+
+def _more_dropped(metrics_text, before: dict) -> dict | None:
+    """The metrics once the reranker counted a drop beyond ``before`` (polled)."""
+
+    def check() -> dict | None:
+        m = metrics_text()
+        return m if _dropped(m) > _dropped(before) else None
+
+    return wait_until(check, 30)
+
+
+def test_expired_request_is_dropped_before_its_forward_pass(serve_app: ServeApp, client: httpx.Client,
+                                                            metrics_text) -> None:
+    before = metrics_text()
+    busy = _occupy_reranker(serve_app)
+    late = client.post("/v1/rerank", json={"query": "late", "documents": DOCS[:5]}, headers={"X-Request-Timeout": "0.2"})
+    busy.join()
+    assert late.status_code == 504 and late.json()["error"]["type"] == "timeout_error"
+    after = _more_dropped(metrics_text, before)
+    assert after is not None, "the expired request was not counted as dropped"
+    assert _reranked_count(after) - _reranked_count(before) == 1  # only the long request was scored
+
+
+def test_disconnected_client_is_dropped_before_its_forward_pass(serve_app: ServeApp, metrics_text) -> None:
+    before = metrics_text()
+    busy = _occupy_reranker(serve_app)
+    with httpx.Client(base_url=serve_app.url, timeout=0.3, headers=_auth(serve_app)) as c:
+        try:
+            c.post("/v1/rerank", json={"query": "gone", "documents": DOCS[:5]})
+        except httpx.TimeoutException:
+            pass  # the client gave up and closed the connection
+    busy.join()
+    after = _more_dropped(metrics_text, before)
+    assert after is not None, "the abandoned request was not counted as dropped"
+    assert _reranked_count(after) - _reranked_count(before) == 1
