@@ -1,0 +1,177 @@
+"""Lifecycle of ``steadyrank serve`` as a process: SIGTERM (what systemd, Docker and Kubernetes send)
+and SIGINT while requests are in flight.
+
+The server runs in a subprocess of its own (own session and process group) with its own local Ray
+cluster: ``RAY_TMPDIR`` points at a fresh short folder, so its session directory (and every Ray
+process started for it) is told apart from the test session's Ray instance and from anything else
+on the machine. Settings: the bundled all-MiniLM-L6-v2 embedder (also the reranker), the demo
+corpus indexed into a temporary cache, shadow evaluator off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+READY_TIMEOUT_S = 240
+DOC = ("The df command reports how much disk space every mounted filesystem uses and how much is "
+       "still free; du summarises the space taken by a directory tree, and ncdu browses it. ") * 4
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen
+    url: str
+    ray_tmp: Path
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def tree(self) -> list[psutil.Process]:
+        """The server process, its descendants, and every process naming its Ray temp folder."""
+        procs = {self.process.pid: psutil.Process(self.process.pid)}
+        procs.update({p.pid: p for p in procs[self.process.pid].children(recursive=True)})
+        procs.update({p.pid: p for p in ray_processes(self.ray_tmp)})
+        return list(procs.values())
+
+
+def ray_processes(ray_tmp: Path) -> list[psutil.Process]:
+    """Live processes whose command line or open files mention ``ray_tmp`` (its Ray session)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if str(ray_tmp) in " ".join(proc.info["cmdline"] or []) and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def alive(procs: list[psutil.Process]) -> list[str]:
+    out = []
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(f"{proc.pid} {' '.join(proc.cmdline())[:120]}")
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """``steadyrank serve`` in its own session on free ports with its own Ray temp folder."""
+    ray_tmp = Path(tempfile.mkdtemp(prefix="srlc-", dir="/tmp"))  # short: Ray's unix sockets live under it
+    port = _free_port()
+    settings = {
+        "cache_dir": str(tmp_path / "cache"),
+        "quality": {"enabled": False},
+        "server": {"shutdown_grace_s": 60},
+        "limits": {"request_timeout_s": 120},
+        "deployments": {name: {"num_cpus": 0.1} for name in ("ingress", "searcher", "retriever", "metrics_hub")}
+        | {"embedder": {"num_cpus": 0.2, "max_ongoing_requests": 32, "max_batch_size": 8},
+           "reranker": {"num_cpus": 0.2, "max_ongoing_requests": 32, "max_batch_size": 4, "max_queued_requests": -1}},
+    }
+    config = tmp_path / "settings.json"
+    config.write_text(json.dumps(settings))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
+    env.update(RAY_TMPDIR=str(ray_tmp), RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "steadyrank.serve.cli", "serve", "--config", str(config), "--port", str(port),
+             "--num-cpus", "2"],
+            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )
+    srv = Server(process, f"http://127.0.0.1:{port}", ray_tmp, log)
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            assert process.poll() is None, f"steadyrank serve exited early:\n{srv.output()}"
+            try:
+                if httpx.get(f"{srv.url}/readyz", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, f"not ready in {READY_TIMEOUT_S} s:\n{srv.output()}"
+            time.sleep(1.0)
+        yield srv
+    finally:
+        leftovers = srv.tree() if process.poll() is None else ray_processes(ray_tmp)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        for proc in leftovers:  # only this test's own processes (its Ray temp folder, its session)
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+async def _in_flight_then_signal(srv: Server, sig: signal.Signals, n: int) -> tuple[list, float, object]:
+    """Send ``n`` slow /v1/rerank requests, signal the server while all are in flight, then try a
+    new request 1.5 s later. Returns the (status, end time) of each, the signal time, and the late
+    request's outcome (a status code or the connection error)."""
+    body = {"query": "how do I find what fills my disk", "documents": [f"[{i}] {DOC}" for i in range(160)],
+            "top_n": 3}
+    async with httpx.AsyncClient(base_url=srv.url, timeout=180) as client:
+
+        async def one() -> tuple[int, float]:
+            response = await client.post("/v1/rerank", json=body)
+            return response.status_code, time.monotonic()
+
+        tasks = [asyncio.create_task(one()) for _ in range(n)]
+        await asyncio.sleep(1.5)
+        assert not any(t.done() for t in tasks), "requests finished before the signal: make them slower"
+        signalled = time.monotonic()
+        os.kill(srv.process.pid, sig)
+        await asyncio.sleep(1.5)
+        try:
+            late: object = (await client.post("/v1/rerank", json={"query": "q", "documents": ["d"]}, timeout=10)).status_code
+        except httpx.HTTPError as exc:
+            late = type(exc).__name__
+        return await asyncio.gather(*tasks), signalled, late
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_drains_in_flight_requests_and_leaves_no_process(server: Server, sig: signal.Signals) -> None:
+    tree = server.tree()
+    assert any("raylet" in " ".join(p.cmdline()) for p in tree), "the Ray processes were not found"
+    results, signalled, late = asyncio.run(_in_flight_then_signal(server, sig, n=4))
+    code = server.process.wait(timeout=120)
+    output = server.output()
+    assert [status for status, _ in results] == [200] * len(results), output
+    assert all(end > signalled for _, end in results), "a request was not in flight at the signal"
+    assert late != 200, f"a request sent after the signal was served: {late}"
+    assert code == 0, output
+    assert "Traceback" not in output, output
+    assert f"{sig.name} received" in output
+    deadline = time.monotonic() + 20
+    while (left := alive(tree) + alive(ray_processes(server.ray_tmp))) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, "processes of the server's tree outlived it:\n" + "\n".join(left)
