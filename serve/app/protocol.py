@@ -182,7 +182,7 @@ class HealthResponse(BaseModel):
 class ReadyResponse(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    status: Literal["ready", "not_ready"]
+    status: Literal["ready", "degraded", "not_ready"]
     checks: dict[str, Any]
 
 

@@ -175,3 +175,71 @@ def test_signal_drains_in_flight_requests_and_leaves_no_process(server: Server, 
     while (left := alive(tree) + alive(ray_processes(server.ray_tmp))) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not left, "processes of the server's tree outlived it:\n" + "\n".join(left)
+
+
+def _replica_processes(srv: Server, deployment: str) -> list[psutil.Process]:
+    """The live replica actor processes of ``deployment`` in this server's Ray session."""
+    prefix = f"ray::ServeReplica:steadyrank:{deployment}"
+    return [p for p in srv.tree() if " ".join(p.cmdline()).startswith(prefix) and p.status() != psutil.STATUS_ZOMBIE]
+
+
+async def _load_with_replica_kill(srv: Server, clients: int, before_s: float, after_s: float) -> dict:
+    """Closed-loop /v1/rerank load from ``clients`` clients; after ``before_s`` seconds SIGKILL the
+    Reranker's replica process; keep the load until the replacement answers /readyz "ready" plus
+    ``after_s`` seconds. /readyz is polled every 0.25 s throughout."""
+    body = {"query": "how do I free disk space", "documents": ["df -h shows free space", "ps lists processes",
+                                                                 "du -sh sums a directory"], "top_n": 2}
+    outcomes: list[int | str] = []
+    ready_states: list[tuple[float, str, int]] = []
+    stop = asyncio.Event()
+    async with httpx.AsyncClient(base_url=srv.url, timeout=120) as client:
+
+        async def worker() -> None:
+            while not stop.is_set():
+                try:
+                    outcomes.append((await client.post("/v1/rerank", json=body)).status_code)
+                except httpx.HTTPError as exc:
+                    outcomes.append(type(exc).__name__)
+
+        async def poll_ready() -> None:
+            while not stop.is_set():
+                try:
+                    r = await client.get("/readyz", timeout=30)
+                    ready_states.append((time.monotonic(), r.json()["status"], r.status_code))
+                except httpx.HTTPError as exc:
+                    ready_states.append((time.monotonic(), type(exc).__name__, 0))
+                await asyncio.sleep(0.25)
+
+        tasks = [asyncio.create_task(worker()) for _ in range(clients)] + [asyncio.create_task(poll_ready())]
+        await asyncio.sleep(before_s)
+        victims = _replica_processes(srv, "Reranker")
+        assert len(victims) == 1, victims
+        killed_at, killed_pid = time.monotonic(), victims[0].pid
+        victims[0].kill()
+        deadline = killed_at + 120
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            replacement = [p for p in _replica_processes(srv, "Reranker") if p.pid != killed_pid]
+            if replacement and ready_states and ready_states[-1][0] > killed_at and ready_states[-1][1] == "ready":
+                break
+        recovered_at = time.monotonic()
+        await asyncio.sleep(after_s)
+        stop.set()
+        await asyncio.gather(*tasks)
+    return {"outcomes": outcomes, "ready": ready_states, "killed_at": killed_at, "recovered_at": recovered_at,
+            "killed_pid": killed_pid, "replacements": [p.pid for p in _replica_processes(srv, "Reranker")]}
+
+
+def test_killed_reranker_replica_is_replaced_with_under_one_percent_failures(server: Server) -> None:
+    """SIGKILL of the Reranker's replica process under steady load (2 closed-loop clients): Ray Serve
+    starts a replacement, fewer than 1% of the requests fail, and /readyz says "degraded" (not
+    "ready") between the kill and the replacement's start, "ready" after."""
+    run = asyncio.run(_load_with_replica_kill(server, clients=2, before_s=5.0, after_s=5.0))
+    outcomes = run["outcomes"]
+    failed = [o for o in outcomes if o != 200]
+    assert run["replacements"] and run["killed_pid"] not in run["replacements"], "the replica was not replaced"
+    assert len(outcomes) >= 100, f"too little load to judge a 1% failure rate: {len(outcomes)} requests"
+    assert len(failed) < 0.01 * len(outcomes), f"{len(failed)} of {len(outcomes)} failed: {sorted(map(str, failed))}"
+    during = [s for t, s, _ in run["ready"] if run["killed_at"] < t < run["recovered_at"]]
+    assert "degraded" in during, f"/readyz while the replica was down: {during}"
+    assert run["ready"][-1][1] == "ready", run["ready"][-5:]
