@@ -14,7 +14,8 @@ Models: the cross-encoder is the bundled all-MiniLM-L6-v2 body with a seeded (``
 is the bundled all-MiniLM-L6-v2. Both servers run them in FP32 on the CPU:
 
 - Infinity: ``infinity_emb v2 --model-id CROSS --model-id EMB --engine torch --device cpu
-  --dtype float32 --batch-size 32`` (``HF_HUB_OFFLINE=1``), torch threads capped by
+  --dtype float32 --batch-size 32 --served-model-name cross-encoder --served-model-name embedder``
+  (``HF_HUB_OFFLINE=1``), torch threads capped by
   ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` = ``--threads``;
 - steadyrank: ``steadyrank serve --config`` a generated settings file: the same two models in FP32,
   ``torch_threads`` = ``--threads`` on the Reranker and Embedder, the shadow evaluator off, every
@@ -163,8 +164,9 @@ def infinity_peer(binary: str, cross: Path, embedder: Path, port: int, threads: 
            "INFINITY_ANONYMOUS_USAGE_STATS": "0", "DO_NOT_TRACK": "1"}
     command = [binary, "v2", "--model-id", str(cross), "--model-id", str(embedder), "--engine", "torch",
                "--device", "cpu", "--dtype", "float32", "--batch-size", str(batch), "--port", str(port),
-               "--host", "127.0.0.1", "--no-bettertransformer"]
-    return Peer("infinity", command, env, "/rerank", "/embeddings", str(cross), str(embedder))
+               "--host", "127.0.0.1", "--no-bettertransformer",
+               "--served-model-name", "cross-encoder", "--served-model-name", "embedder"]
+    return Peer("infinity", command, env, "/rerank", "/embeddings", "cross-encoder", "embedder")
 
 
 def steadyrank_peer(cross: Path, embedder: Path, port: int, threads: int, workdir: Path) -> Peer:
@@ -201,8 +203,12 @@ class Running:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{peer.name} exited with {self.process.returncode}; log: {log_path}")
             try:
-                if httpx.post(f"{self.url}{peer.rerank_path}", json=body, timeout=10).status_code == 200:
+                response = httpx.post(f"{self.url}{peer.rerank_path}", json=body, timeout=10)
+                if response.status_code == 200:
                     break
+                if 400 <= response.status_code < 500:
+                    self.stop()
+                    raise RuntimeError(f"{peer.name} refused the warm-up rerank: {response.status_code} {response.text}")
             except httpx.HTTPError:
                 pass
             if time.perf_counter() - launched > start_timeout_s:
