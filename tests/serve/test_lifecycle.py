@@ -183,10 +183,12 @@ def _replica_processes(srv: Server, deployment: str) -> list[psutil.Process]:
     return [p for p in srv.tree() if " ".join(p.cmdline()).startswith(prefix) and p.status() != psutil.STATUS_ZOMBIE]
 
 
-async def _load_with_replica_kill(srv: Server, clients: int, before_s: float, after_s: float) -> dict:
+async def _load_with_replica_kill(srv: Server, clients: int, before_s: float, after_s: float,
+                                  min_requests: int) -> dict:
     """Closed-loop /v1/rerank load from ``clients`` clients; after ``before_s`` seconds SIGKILL the
-    Reranker's replica process; keep the load until the replacement answers /readyz "ready" plus
-    ``after_s`` seconds. /readyz is polled every 0.25 s throughout."""
+    Reranker's replica process; keep the load until the replacement answers /readyz "ready", then
+    ``after_s`` seconds more and until ``min_requests`` requests were answered (at most 120 s more).
+    /readyz is polled every 0.25 s throughout."""
     body = {"query": "how do I free disk space", "documents": ["df -h shows free space", "ps lists processes",
                                                                  "du -sh sums a directory"], "top_n": 2}
     outcomes: list[int | str] = []
@@ -224,6 +226,8 @@ async def _load_with_replica_kill(srv: Server, clients: int, before_s: float, af
                 break
         recovered_at = time.monotonic()
         await asyncio.sleep(after_s)
+        while len(outcomes) < min_requests and time.monotonic() < recovered_at + 120:
+            await asyncio.sleep(0.5)
         stop.set()
         await asyncio.gather(*tasks)
     return {"outcomes": outcomes, "ready": ready_states, "killed_at": killed_at, "recovered_at": recovered_at,
@@ -231,10 +235,11 @@ async def _load_with_replica_kill(srv: Server, clients: int, before_s: float, af
 
 
 def test_killed_reranker_replica_is_replaced_with_under_one_percent_failures(server: Server) -> None:
-    """SIGKILL of the Reranker's replica process under steady load (2 closed-loop clients): Ray Serve
-    starts a replacement, fewer than 1% of the requests fail, and /readyz says "degraded" (not
-    "ready") between the kill and the replacement's start, "ready" after."""
-    run = asyncio.run(_load_with_replica_kill(server, clients=2, before_s=5.0, after_s=5.0))
+    """SIGKILL of the Reranker's replica process under steady load (2 closed-loop clients, at least
+    300 requests in all): Ray Serve starts a replacement, fewer than 1% of the requests fail (the
+    ones running on the killed replica are lost: nothing retries them), and /readyz says "degraded"
+    (not "ready") between the kill and the replacement's start, "ready" after."""
+    run = asyncio.run(_load_with_replica_kill(server, clients=2, before_s=5.0, after_s=5.0, min_requests=300))
     outcomes = run["outcomes"]
     failed = [o for o in outcomes if o != 200]
     assert run["replacements"] and run["killed_pid"] not in run["replacements"], "the replica was not replaced"
