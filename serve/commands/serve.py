@@ -25,6 +25,10 @@ deploy/settings.yaml): models, precision and scoring, index, routing, limits, AP
 set, replicas/CPUs/GPUs/autoscaling per deployment. It is validated before anything starts; an
 error names the bad field. API keys may also come from $STEADYRANK_API_KEYS (comma-separated).
 
+SIGTERM or SIGINT (Ctrl-C) stops it cleanly: new requests are refused, in-flight ones finish
+within server.shutdown_grace_s (default 30 s; a second signal skips the wait), then Serve and Ray
+shut down and it exits 0. Ray's dashboard starts only with server.dashboard: true.
+
 Endpoints: POST /v1/rerank, /v1/search, /v1/embeddings; GET /v1/models, /v1/canary,
 /v1/quality, /healthz, /readyz, /metrics (Prometheus). OpenAPI docs at /docs.
 
