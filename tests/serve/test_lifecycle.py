@@ -83,12 +83,18 @@ def alive(procs: list[psutil.Process]) -> list[str]:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    """``steadyrank serve`` in its own session on free ports with its own Ray temp folder."""
-    ray_tmp = Path(tempfile.mkdtemp(prefix="srlc-", dir="/tmp"))  # short: Ray's unix sockets live under it
+def server() -> Iterator[Server]:
+    """``steadyrank serve`` in its own session on free ports with its own Ray temp folder.
+
+    Its files live in a folder of its own under /tmp rather than pytest's ``tmp_path``: pytest
+    sessions running beside this one prune old base temp folders, and Ray's unix socket paths
+    under it must stay short."""
+    work = Path(tempfile.mkdtemp(prefix="srlc-", dir="/tmp"))
+    ray_tmp = work / "ray"
+    ray_tmp.mkdir()
     port = _free_port()
     settings = {
-        "cache_dir": str(tmp_path / "cache"),
+        "cache_dir": str(work / "cache"),
         "quality": {"enabled": False},
         "server": {"shutdown_grace_s": 60},
         "limits": {"request_timeout_s": 120},
@@ -96,11 +102,11 @@ def server(tmp_path: Path) -> Iterator[Server]:
         | {"embedder": {"num_cpus": 0.2, "max_ongoing_requests": 32, "max_batch_size": 8},
            "reranker": {"num_cpus": 0.2, "max_ongoing_requests": 32, "max_batch_size": 4, "max_queued_requests": -1}},
     }
-    config = tmp_path / "settings.json"
+    config = work / "settings.json"
     config.write_text(json.dumps(settings))
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
     env.update(RAY_TMPDIR=str(ray_tmp), RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
-    log = tmp_path / "serve.log"
+    log = work / "serve.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "steadyrank.serve.cli", "serve", "--config", str(config), "--port", str(port),
@@ -130,7 +136,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
                 proc.kill()
             except psutil.Error:
                 pass
-        shutil.rmtree(ray_tmp, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 async def _in_flight_then_signal(srv: Server, sig: signal.Signals, n: int) -> tuple[list, float, object]:
