@@ -362,14 +362,19 @@ def main() -> None:
         port = free_port()
         peer = (infinity_peer(args.infinity_bin, cross, embedder, port, args.threads, args.batch_size)
                 if name == "infinity" else steadyrank_peer(cross, embedder, port, args.threads, workdir))
-        peers[name] = run_peer(peer, port, queries, passages, args, rows, workdir)
+        try:
+            peers[name] = run_peer(peer, port, queries, passages, args, rows, workdir)
+        except RuntimeError as exc:  # a server that did not start: keep the other's results
+            log(f"{name}: {exc}")
+            peers[name] = {"error": str(exc)}
 
-    inf, sr = peers.get("infinity"), peers.get("steadyrank")
+
+    inf, sr = (peers.get(name) if "rows" in peers.get(name, {}) else None for name in ("infinity", "steadyrank"))
     table = []
-    keys = list((inf or sr)["rows"])
+    keys = list(dict.fromkeys([*(inf or {}).get("rows", {}), *(sr or {}).get("rows", {})]))
     for key in keys:
-        a = inf["rows"][key] if inf else None
-        b = sr["rows"][key] if sr else None
+        a = inf["rows"].get(key) if inf else None
+        b = sr["rows"].get(key) if sr else None
         table.append([key,
                       a and a["goodput_items_per_s"], b and b["goodput_items_per_s"],
                       ratio(b["goodput_items_per_s"], a["goodput_items_per_s"]) if a and b else None,
