@@ -46,7 +46,6 @@ import asyncio
 import json
 import multiprocessing as mp
 import os
-import socket
 import sys
 import threading
 import time
@@ -58,6 +57,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._load import Window, closed_loop, free_port, peak_rss_mb, summarise  # noqa: E402
 from benchmarks._report import emit  # noqa: E402
 
 API_KEY = "bench-key"
@@ -96,55 +96,6 @@ def rerank_bodies(inputs: list[tuple[str, list[str]]], top_n: int) -> list[bytes
     return [json.dumps({"query": q, "documents": d, "top_n": top_n}).encode() for q, d in inputs]
 
 
-class Window:
-    """Closed-loop bookkeeping: every finished request as (start, end, ok); decides when to stop.
-
-    The measured window starts after ``warmup`` seconds and at least ``level`` completions (the
-    pipeline is full), and ends once it lasted ``duration`` seconds and holds ``min_requests``
-    completions — or at ``max_duration`` since the beginning. Throughput = completions inside the
-    window / its length; latencies = the requests completed inside it.
-    """
-
-    def __init__(self, level: int, duration: float, warmup: float, min_requests: int, max_duration: float) -> None:
-        self.level, self.duration, self.warmup = level, duration, warmup
-        self.min_requests, self.max_duration = min_requests, max_duration
-        self.begin = time.perf_counter()
-        self.records: list[tuple[float, float, bool]] = []
-        self.stopped_at: float | None = None
-        self.lock = threading.Lock()
-
-    def add(self, start: float, end: float, ok: bool) -> None:
-        with self.lock:
-            self.records.append((start, end, ok))
-
-    def _window_start(self) -> float | None:
-        if len(self.records) < self.level:
-            return None
-        nth_end = sorted(r[1] for r in self.records)[self.level - 1]
-        return max(self.begin + self.warmup, nth_end)
-
-    def should_stop(self) -> bool:
-        with self.lock:
-            if self.stopped_at is not None:
-                return True
-            now = time.perf_counter()
-            start = self._window_start()
-            done = start is not None and now - start >= self.duration and \
-                sum(1 for r in self.records if r[1] >= start) >= self.min_requests
-            if done or now - self.begin >= self.max_duration:
-                self.stopped_at = now
-            return self.stopped_at is not None
-
-    def summary(self) -> dict[str, float]:
-        end = self.stopped_at or time.perf_counter()
-        start = self._window_start() or self.begin
-        inside = [r for r in self.records if start <= r[1] <= end]
-        latencies = [r[1] - r[0] for r in inside if r[2]]
-        out = summarise(latencies, sum(1 for r in inside if not r[2]), end - start)
-        out["latencies_s"] = latencies
-        return out
-
-
 def pooled(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """One summary of several measured windows (latencies pooled, throughput over the summed windows)."""
     latencies = [x for p in parts for x in p["latencies_s"]]
@@ -155,30 +106,6 @@ def pooled(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 def public(summary: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in summary.items() if k != "latencies_s"}
-
-
-def summarise(latencies: list[float], errors: int, elapsed: float) -> dict[str, float]:
-    values = np.asarray(latencies) * 1000.0
-    return {
-        "requests": int(values.size),
-        "errors": int(errors),
-        "window_s": float(elapsed),
-        "throughput_rps": float(values.size / elapsed) if elapsed > 0 else 0.0,
-        "p50_ms": float(np.percentile(values, 50)) if values.size else float("nan"),
-        "p95_ms": float(np.percentile(values, 95)) if values.size else float("nan"),
-        "p99_ms": float(np.percentile(values, 99)) if values.size else float("nan"),
-        "mean_ms": float(values.mean()) if values.size else float("nan"),
-    }
-
-
-def peak_rss_mb(pid: int | str = "self") -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return float("nan")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,31 +301,7 @@ def compare_shadow(args: argparse.Namespace, log: Any) -> None:
 
 
 async def _closed_loop(url: str, inputs: list, level: int, window: dict, top_n: int) -> dict[str, Any]:
-    import httpx
-
-    bodies = rerank_bodies(inputs, top_n)
-    codes: dict[int, int] = {}
-    counter = 0
-    limits = httpx.Limits(max_connections=level + 4, max_keepalive_connections=level + 4)
-    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits, headers=HEADERS) as client:
-        await client.post("/v1/rerank", content=bodies[0])  # connection and replicas warm
-        w = Window(level, **window)
-
-        async def worker() -> None:
-            nonlocal counter
-            while not w.should_stop():
-                body = bodies[counter % len(bodies)]
-                counter += 1
-                start = time.perf_counter()
-                response = await client.post("/v1/rerank", content=body)
-                codes[response.status_code] = codes.get(response.status_code, 0) + 1
-                w.add(start, time.perf_counter(), response.status_code == 200)
-
-        await asyncio.gather(*[worker() for _ in range(level)])
-    out: dict[str, Any] = w.summary()
-    out["status_codes"] = {str(k): v for k, v in sorted(codes.items())}
-    out["loadavg_1m_after"] = os.getloadavg()[0]  # other load on a shared machine shows here
-    return out
+    return await closed_loop(url, "/v1/rerank", rerank_bodies(inputs, top_n), level, window, HEADERS)
 
 
 def server_rss() -> dict[str, Any]:
@@ -415,12 +318,6 @@ def server_rss() -> dict[str, Any]:
             name = cmd.split()[0].removeprefix("ray::ServeReplica:")
             per[name] = per.get(name, 0.0) + peak_rss_mb(proc.name)
     return {"total_mb": sum(per.values()), "max_mb": max(per.values(), default=float("nan")), "replicas_mb": per}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def bench_settings(config: str | None, shadow: str) -> Any:
@@ -470,7 +367,7 @@ class Server:
                                                    evaluator=settings.quality.enabled)
         ray.init(num_cpus=max(os.cpu_count() or 1, int(np.ceil(reserved))), include_dashboard=False,
                  log_to_driver=False)
-        port = _free_port()
+        port = free_port()
         ray_serve.start(http_options={"host": "127.0.0.1", "port": port})
         started = time.perf_counter()
         ray_serve.run(build_app({"settings": settings}), name="steadyrank", route_prefix="/")

@@ -52,23 +52,25 @@ def build_app(args: dict[str, Any] | None = None) -> Any:
         raise SettingsError(f"build_app: unknown argument(s) {unknown}; the only argument is 'settings'")
     settings = resolve_settings(args.get("settings"))
     d = settings.deployments
+    # replicas finish their ongoing requests for up to the shutdown grace before they stop
+    grace = {"graceful_shutdown_timeout_s": settings.server.shutdown_grace_s}
 
-    hub = MetricsHub.options(**d.metrics_hub.ray_options()).bind()
-    embedder = Embedder.options(**d.embedder.ray_options()).bind(settings, hub)
-    reranker = Reranker.options(name="Reranker", **d.reranker.ray_options()).bind(
+    hub = MetricsHub.options(**d.metrics_hub.ray_options(), **grace).bind()
+    embedder = Embedder.options(**d.embedder.ray_options(), **grace).bind(settings, hub)
+    reranker = Reranker.options(name="Reranker", **d.reranker.ray_options(), **grace).bind(
         settings, settings.reranker_model, "primary", hub
     )
     canary = None
     if settings.canary is not None:
-        canary = Reranker.options(name="CanaryReranker", **d.canary_reranker.ray_options()).bind(
+        canary = Reranker.options(name="CanaryReranker", **d.canary_reranker.ray_options(), **grace).bind(
             settings, settings.canary, "canary", hub
         )
-    retriever = Retriever.options(**d.retriever.ray_options()).bind(settings)
-    searcher = Searcher.options(**d.searcher.ray_options()).bind(settings, embedder, retriever, reranker, canary, hub)
+    retriever = Retriever.options(**d.retriever.ray_options(), **grace).bind(settings)
+    searcher = Searcher.options(**d.searcher.ray_options(), **grace).bind(settings, embedder, retriever, reranker, canary, hub)
     evaluator = None
     if settings.quality.enabled:
         from steadyrank.serve.quality.deployment import ShadowEvaluator
 
         variants = ("primary", "canary") if canary is not None else ("primary",)
-        evaluator = ShadowEvaluator.options(**d.evaluator.ray_options()).bind(settings.quality, searcher, hub, variants)
-    return Ingress.options(**d.ingress.ray_options()).bind(settings, searcher, embedder, reranker, retriever, hub, evaluator)
+        evaluator = ShadowEvaluator.options(**d.evaluator.ray_options(), **grace).bind(settings.quality, searcher, hub, variants)
+    return Ingress.options(**d.ingress.ray_options(), **grace).bind(settings, searcher, embedder, reranker, retriever, hub, evaluator)

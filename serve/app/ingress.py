@@ -36,6 +36,7 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from steadyrank.serve.app import protocol
+from steadyrank.serve.app.health import replica_health_async
 from steadyrank.serve.output import json_safe
 from steadyrank.serve.app.errors import (
     ApiError,
@@ -269,7 +270,16 @@ class Ingress:
     @app.get("/readyz", response_model=protocol.ReadyResponse, tags=["health"],
              responses={503: {"model": protocol.ReadyResponse}})
     async def readyz(self) -> JSONResponse:
-        """Ready: models loaded, index loaded, metrics hub reachable (503 otherwise)."""
+        """Ready: models loaded, index loaded, metrics hub reachable (503 otherwise). Degraded: a
+        deployment has fewer RUNNING replicas than replicas (one died and is being replaced); 200
+        while every deployment keeps one running, else 503 (see ``serve.app.health``)."""
+        try:
+            health = await replica_health_async(ray_serve.get_replica_context().app_name)
+        except Exception:  # noqa: BLE001 — the controller is unreachable: the checks below decide
+            health = None
+        if health is not None and not health.healthy:
+            return JSON({"status": "degraded", "checks": {"replicas": health.degraded}},
+                        status_code=200 if health.serving else 503)
         try:
             checks = await asyncio.wait_for(self.searcher.ready.remote(), timeout=10.0)
             checks["metrics_hub"] = await asyncio.wait_for(self.hub.ready.remote(), timeout=5.0)

@@ -324,7 +324,7 @@ class HealthResponse(_Response):
 class ReadyResponse(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    status: Literal["ready", "not_ready"]
+    status: Literal["ready", "degraded", "not_ready"]
     checks: dict[str, Any]
 
 

@@ -294,6 +294,16 @@ class HttpSettings(_Section):
     port: int = Field(8000, ge=1, le=65535)
 
 
+class ServerSettings(_Section):
+    """Lifecycle of `steadyrank serve`: shutdown grace and Ray's dashboard."""
+
+    shutdown_grace_s: float = Field(
+        30.0, ge=0, le=3600,
+        description="on SIGTERM/SIGINT: seconds in-flight requests get to finish before Ray is shut down",
+    )
+    dashboard: bool = Field(False, description="start Ray's dashboard (and its agent processes) with the local Ray")
+
+
 class Settings(_Section):
     """Everything the server reads at start."""
 
@@ -312,6 +322,7 @@ class Settings(_Section):
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     quality: QualitySettings = Field(default_factory=QualitySettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

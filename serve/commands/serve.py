@@ -1,16 +1,19 @@
-"""``steadyrank serve``: start Ray, deploy the application, print the URL, block until Ctrl-C."""
+"""``steadyrank serve``: start Ray, deploy the application, print the URL, serve until SIGTERM/SIGINT,
+then drain in-flight requests (``server.shutdown_grace_s``) and shut Serve and Ray down."""
 
 from __future__ import annotations
 
 import argparse
 import math
 import os
+import signal
 import socket
 import sys
+import threading
 import time
 
 DESCRIPTION = """\
-Start the steadyrank Ray Serve application on this machine and block until Ctrl-C.
+Start the steadyrank Ray Serve application on this machine and serve until Ctrl-C or SIGTERM.
 
 With no --config it runs the embedded default: the bundled all-MiniLM-L6-v2 embedder, the demo
 corpus shipped with steadyrank (Linux administration passages) indexed on first start and cached
@@ -21,6 +24,10 @@ dynamic-K routing, and the shadow evaluator replaying the demo golden set.
 deploy/settings.yaml): models, precision and scoring, index, routing, limits, API keys, golden
 set, replicas/CPUs/GPUs/autoscaling per deployment. It is validated before anything starts; an
 error names the bad field. API keys may also come from $STEADYRANK_API_KEYS (comma-separated).
+
+SIGTERM or SIGINT (Ctrl-C) stops it cleanly: new requests are refused, in-flight ones finish
+within server.shutdown_grace_s (default 30 s; a second signal skips the wait), then Serve and Ray
+shut down and it exits 0. Ray's dashboard starts only with server.dashboard: true.
 
 Endpoints: POST /v1/rerank, /v1/search, /v1/embeddings; GET /v1/models, /v1/canary,
 /v1/quality, /healthz, /readyz, /metrics (Prometheus). OpenAPI docs at /docs.
@@ -94,29 +101,94 @@ def run(args: argparse.Namespace) -> int:
 
     from steadyrank.serve.app import build_app
 
+    dashboard = settings.server.dashboard
     if args.address is not None:
-        ray.init(address=args.address, include_dashboard=False)
+        ray.init(address=args.address, include_dashboard=dashboard)
     else:
         cpus = args.num_cpus if args.num_cpus is not None else max(float(os.cpu_count() or 1), math.ceil(reserved))
-        ray.init(num_cpus=math.ceil(max(cpus, reserved)), include_dashboard=False)
+        ray.init(num_cpus=math.ceil(max(cpus, reserved)), include_dashboard=dashboard)
+    stop = _StopSignals()  # after ray.init, which installs its own SIGTERM handler
     try:
         ray_serve.start(http_options={"host": host, "port": port})
         print("steadyrank: starting the deployments (the first start loads the models; this takes a minute)…",
               file=sys.stderr, flush=True)
-        ray_serve.run(build_app({"settings": settings}), name="steadyrank", route_prefix="/")
+        ray_serve.run(build_app({"settings": settings}), name=APP_NAME, route_prefix="/")
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
         url = f"http://{shown}:{port}"
-        print(f"\nsteadyrank is serving at {url}   (Ctrl-C to stop)\n"
+        print(f"\nsteadyrank is serving at {url}   (Ctrl-C or SIGTERM to stop)\n"
               f"  curl -s {url}/readyz\n"
               f"  curl -s {url}/v1/search -H 'Content-Type: application/json' -d '{{\"query\": \"how do I free disk space\"}}'\n"
               f"  metrics: {url}/metrics   API docs: {url}/docs", flush=True)
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        print("\nsteadyrank: shutting down…", file=sys.stderr)
+        stop.wait_serving()
+        grace = settings.server.shutdown_grace_s
+        print(f"\nsteadyrank: {stop.name} received: refusing new requests, finishing in-flight ones "
+              f"(up to {grace:g} s; a second signal stops at once)…", file=sys.stderr, flush=True)
+        _drain(ray_serve, grace, stop)
+        return 0
+    except _Stopped:
+        print(f"\nsteadyrank: {stop.name} received during start-up: stopping…", file=sys.stderr, flush=True)
         return 0
     finally:
+        stop.ignore()  # a late signal must not interrupt the shutdown itself
         try:
             ray_serve.shutdown()
         finally:
             ray.shutdown()
+            print("steadyrank: stopped", file=sys.stderr, flush=True)
+
+
+APP_NAME = "steadyrank"
+
+
+class _Stopped(Exception):
+    """A stop signal arrived before the application was serving."""
+
+
+class _StopSignals:
+    """SIGTERM and SIGINT handlers: during start-up a signal aborts it (:class:`_Stopped`); while
+    serving it ends :meth:`wait_serving`; a second signal sets :attr:`force` (skip the grace)."""
+
+    def __init__(self) -> None:
+        self.name = ""
+        self.serving = False
+        self.first = threading.Event()
+        self.force = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.first.is_set():
+            self.force.set()
+            return
+        self.name = signal.Signals(signum).name
+        self.first.set()
+        if not self.serving:
+            raise _Stopped
+
+    def wait_serving(self) -> None:
+        self.serving = True
+        if self.first.is_set():
+            return
+        while not self.first.wait(1.0):  # a timed wait keeps the main thread responsive to signals
+            pass
+
+    def ignore(self) -> None:
+        self.serving = True
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, frame: self.force.set())
+
+
+def _drain(ray_serve, grace_s: float, stop: _StopSignals) -> None:
+    """Stop taking requests and let the in-flight ones finish: deleting the application takes its
+    route off the proxy at once (new requests are refused) while every replica keeps running until
+    its ongoing requests are done or its ``graceful_shutdown_timeout_s`` (= the grace) passed.
+    Returns when the application is gone, after ``grace_s`` plus a margin, or on a second signal."""
+    ray_serve.delete(APP_NAME, _blocking=False)
+    deadline = time.monotonic() + grace_s + 10.0
+    while time.monotonic() < deadline and not stop.force.is_set():
+        try:
+            if APP_NAME not in ray_serve.status().applications:
+                return
+        except Exception:  # noqa: BLE001 — the controller may already be going away
+            return
+        stop.force.wait(0.2)

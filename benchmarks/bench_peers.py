@@ -1,0 +1,402 @@
+"""Peer benchmark: steadyrank against Infinity (``infinity-emb``) with the same models, side by side.
+
+Run::
+
+    # Infinity in a virtual environment of its own (this script installs nothing):
+    python3 -m venv /tmp/infvenv
+    /tmp/infvenv/bin/pip install torch==2.13.0 "infinity-emb[server,torch]"
+    # then, from the repository root:
+    .venv/bin/python benchmarks/bench_peers.py --infinity-bin /tmp/infvenv/bin/infinity_emb \\
+        [--duration 20] [--warmup 3] [--rows all] [--out peers.json] [--json]
+
+Models: the cross-encoder is the bundled all-MiniLM-L6-v2 body with a seeded (``torch.manual_seed``)
+1-logit head, a ``BertForSequenceClassification`` saved once under ``--cache-dir``; the embedder
+is the bundled all-MiniLM-L6-v2. Both servers run them in FP32 on the CPU:
+
+- Infinity: ``infinity_emb v2 --model-id CROSS --model-id EMB --engine torch --device cpu
+  --dtype float32 --batch-size 32 --served-model-name cross-encoder --served-model-name embedder``
+  (``HF_HUB_OFFLINE=1``), torch threads capped by
+  ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` = ``--threads``;
+- steadyrank: ``steadyrank serve --config`` a generated settings file: the same two models in FP32,
+  ``torch_threads`` = ``--threads`` on the Reranker and Embedder, the shadow evaluator off, every
+  other setting at its default (what a user gets). Its Ray runs in a temporary folder of its own
+  (``RAY_TMPDIR``), so its processes are told apart from any other Ray on the machine.
+
+One server at a time: start, wait for the first successful rerank (cold start = launch → that
+answer), measure the machine's and the server tree's CPU over ``--idle-s`` seconds idle, run every
+row, stop it (SIGTERM, then SIGKILL of whatever of its tree is left).
+
+Rows (closed loop, ``httpx`` async clients; documents of 60–120 words from the TREC-DL 2019 subset
+in ``--data``; every request a fresh random pick): rerank 1 doc × 1 client; 20 docs × 1, 8, 32, 128
+clients; 100 docs × 1, 8, 32 clients; embeddings 1 text × 1 client; 16 texts × 8 clients. Each row
+is measured over a :class:`benchmarks._load.Window` (``--warmup``, ``--duration``,
+``--max-duration``); requests still in flight at its end get ``--drain-s`` seconds, then are
+cancelled.
+
+Per row and server: goodput = successful docs (texts) / s; req/s = answered requests (any status)
+/ s; p50/p95 of the successful ones; the status mix (transport errors by exception name), how many
+503s were JSON and carried ``Retry-After``; the highest 1-minute load average seen during the row.
+Per server: peak RSS of the whole process tree (sampled every 0.5 s with psutil; the process count
+at the peak), cold start, idle CPU (% of all cores: the server tree's own, and the machine's, which
+includes anything else running). Ratios are steadyrank / Infinity (goodput, p50, footprint).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._load import TreeSampler, closed_loop, free_port  # noqa: E402
+from benchmarks._report import emit  # noqa: E402
+
+DEFAULT_DATA = Path("/work/shared/data/trec-dl-2019-subset")
+#: (row name, endpoint kind, items per request, client counts)
+ROWS: list[tuple[str, str, int, tuple[int, ...]]] = [
+    ("rerank-1", "rerank", 1, (1,)),
+    ("rerank-20", "rerank", 20, (1, 8, 32, 128)),
+    ("rerank-100", "rerank", 100, (1, 8, 32)),
+    ("embed-1", "embed", 1, (1,)),
+    ("embed-16", "embed", 16, (8,)),
+]
+
+
+def log(message: str) -> None:
+    print(f"bench_peers: {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs and models
+
+
+def load_texts(data: Path, min_words: int = 60, max_words: int = 120) -> tuple[list[str], list[str]]:
+    """(queries, passages of ``min_words``–``max_words`` words) of a BEIR folder."""
+    from steadyrank.retrieval.corpus import read_documents, read_queries
+
+    passages = [d.full_text for d in read_documents(data / "corpus.jsonl")
+                if min_words <= len(d.full_text.split()) <= max_words]
+    queries = list(read_queries(data / "queries.jsonl").values())
+    if not passages or not queries:
+        raise SystemExit(f"no queries or no {min_words}–{max_words}-word passages in {data}")
+    return queries, passages
+
+
+def build_cross_encoder(cache_dir: Path, seed: int = 0) -> Path:
+    """The bundled MiniLM body with a seeded 1-logit head (``BertForSequenceClassification``),
+    saved under ``cache_dir`` once (atomically: a temporary folder renamed into place)."""
+    target = cache_dir / f"minilm-l6-cross-encoder-seed{seed}"
+    if (target / "config.json").is_file():
+        return target
+    import torch
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    from steadyrank.serve.runtime import bundled_embedder_path
+
+    source = str(bundled_embedder_path())
+    torch.manual_seed(seed)
+    model = BertForSequenceClassification.from_pretrained(source, num_labels=1, local_files_only=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(prefix=".cross-encoder-", dir=cache_dir))
+    model.save_pretrained(temporary)
+    tokenizer.save_pretrained(temporary)
+    temporary.rename(target)
+    return target
+
+
+# ---------------------------------------------------------------------------------------------
+# servers
+
+
+@dataclass
+class Peer:
+    """How to start one server and talk to it."""
+
+    name: str
+    command: list[str]
+    env: dict[str, str]
+    rerank_path: str
+    embed_path: str
+    rerank_model: str | None  # the "model" field of a request (Infinity serves two models)
+    embed_model: str | None
+    ray_tmp: Path | None = None
+
+    def rerank_body(self, query: str, docs: list[str]) -> dict[str, Any]:
+        body: dict[str, Any] = {"query": query, "documents": docs, "return_documents": False}
+        return body | ({"model": self.rerank_model} if self.rerank_model else {})
+
+    def embed_body(self, texts: list[str]) -> dict[str, Any]:
+        return {"input": texts} | ({"model": self.embed_model} if self.embed_model else {})
+
+    def extra_processes(self) -> list[Any]:
+        """Processes of this server's own Ray session (found by its temp folder) that may have been
+        re-parented away from the launched process."""
+        import psutil
+
+        if self.ray_tmp is None:
+            return []
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            try:
+                if str(self.ray_tmp) in " ".join(proc.info["cmdline"] or []):
+                    found.append(proc)
+            except psutil.Error:
+                continue
+        return found
+
+
+def infinity_peer(binary: str, cross: Path, embedder: Path, port: int, threads: int, batch: int) -> Peer:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "INFINITY_ANONYMOUS_USAGE_STATS": "0", "DO_NOT_TRACK": "1"}
+    command = [binary, "v2", "--model-id", str(cross), "--model-id", str(embedder), "--engine", "torch",
+               "--device", "cpu", "--dtype", "float32", "--batch-size", str(batch), "--port", str(port),
+               "--host", "127.0.0.1", "--no-bettertransformer",
+               "--served-model-name", "cross-encoder", "--served-model-name", "embedder"]
+    return Peer("infinity", command, env, "/rerank", "/embeddings", "cross-encoder", "embedder")
+
+
+def steadyrank_peer(cross: Path, embedder: Path, port: int, threads: int, workdir: Path) -> Peer:
+    settings = {
+        "cache_dir": str(workdir / "cache"),
+        "embedder": {"path": str(embedder), "precision": "fp32"},
+        "reranker": {"path": str(cross), "precision": "fp32"},
+        "quality": {"enabled": False},
+        "deployments": {"reranker": {"torch_threads": threads}, "embedder": {"torch_threads": threads}},
+    }
+    config = workdir / "steadyrank-settings.json"
+    config.write_text(json.dumps(settings, indent=2))
+    ray_tmp = Path(tempfile.mkdtemp(prefix="srpeer-", dir="/tmp"))  # short: Ray's unix sockets live under it
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(RAY_TMPDIR=str(ray_tmp), RAY_USAGE_STATS_ENABLED="0", HF_HUB_OFFLINE="1")
+    command = [sys.executable, "-m", "steadyrank.serve.cli", "serve", "--config", str(config), "--port", str(port)]
+    return Peer("steadyrank", command, env, "/v1/rerank", "/v1/embeddings", None, None, ray_tmp)
+
+
+class Running:
+    """A launched server: its process (own session), log file, tree sampler and cold start."""
+
+    def __init__(self, peer: Peer, port: int, log_path: Path, start_timeout_s: float) -> None:
+        import httpx
+
+        self.peer, self.url, self.log_path = peer, f"http://127.0.0.1:{port}", log_path
+        launched = time.perf_counter()
+        with log_path.open("wb") as out:
+            self.process = subprocess.Popen(peer.command, stdout=out, stderr=subprocess.STDOUT, env=peer.env,
+                                            start_new_session=True)
+        self.sampler = TreeSampler(self.process.pid, peer.extra_processes).start()
+        body = peer.rerank_body("warm up", ["a short passage to score"])
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{peer.name} exited with {self.process.returncode}; log: {log_path}")
+            try:
+                response = httpx.post(f"{self.url}{peer.rerank_path}", json=body, timeout=10)
+                if response.status_code == 200:
+                    break
+                if 400 <= response.status_code < 500:
+                    self.stop()
+                    raise RuntimeError(f"{peer.name} refused the warm-up rerank: {response.status_code} {response.text}")
+            except httpx.HTTPError:
+                pass
+            if time.perf_counter() - launched > start_timeout_s:
+                self.stop()
+                raise RuntimeError(f"{peer.name} did not answer a rerank in {start_timeout_s:.0f} s; log: {log_path}")
+            time.sleep(0.25)
+        self.cold_start_s = time.perf_counter() - launched
+
+    def stop(self, grace_s: float = 60.0) -> int | None:
+        """SIGTERM, wait up to ``grace_s``, then SIGKILL whatever of the tree is left."""
+        import psutil
+
+        tree = self.sampler.processes()
+        self.sampler.stop()
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        for proc in [*tree, *self.peer.extra_processes()]:
+            try:
+                proc.kill()
+            except psutil.Error:
+                continue
+        if self.process.poll() is None:
+            self.process.wait()
+        if self.peer.ray_tmp is not None:
+            shutil.rmtree(self.peer.ray_tmp, ignore_errors=True)
+        return self.process.returncode
+
+
+# ---------------------------------------------------------------------------------------------
+# measuring
+
+
+def bodies_for(peer: Peer, kind: str, items: int, queries: list[str], passages: list[str], n: int = 64,
+               seed: int = 0) -> list[bytes]:
+    """``n`` request bodies: a query and ``items`` random passages (rerank) or ``items`` passages (embed)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        picks = rng.sample(passages, items)
+        body = peer.rerank_body(rng.choice(queries), picks) if kind == "rerank" else peer.embed_body(picks)
+        out.append(json.dumps(body).encode())
+    return out
+
+
+def measure(running: Running, queries: list[str], passages: list[str], args: argparse.Namespace,
+            rows: list[tuple[str, str, int, tuple[int, ...]]]) -> dict[str, Any]:
+    peer = running.peer
+    results: dict[str, Any] = {}
+    for name, kind, items, levels in rows:
+        path = peer.rerank_path if kind == "rerank" else peer.embed_path
+        bodies = bodies_for(peer, kind, items, queries, passages)
+        for level in levels:
+            window = {"duration": args.duration, "warmup": args.warmup, "max_duration": args.max_duration,
+                      "min_requests": max(args.min_requests, level)}
+            r = asyncio.run(closed_loop(running.url, path, bodies, level, window, drain_s=args.drain_s,
+                                        timeout_s=args.client_timeout))
+            answered = r["requests"] + r["errors"]
+            r.pop("latencies_s")
+            r.update(items_per_request=items, clients=level,
+                     goodput_items_per_s=r["requests"] * items / r["window_s"] if r["window_s"] else 0.0,
+                     answered_rps=answered / r["window_s"] if r["window_s"] else 0.0)
+            results[f"{name}/c{level}"] = r
+            log(f"{peer.name} {name} c={level}: goodput {r['goodput_items_per_s']:.1f} items/s, "
+                f"p50 {r['p50_ms']:.0f} ms, codes {r['status_codes']}, load {r['loadavg_1m_max']:.1f}")
+    return results
+
+
+def run_peer(peer: Peer, port: int, queries: list[str], passages: list[str], args: argparse.Namespace,
+             rows: list, workdir: Path) -> dict[str, Any]:
+    import psutil
+
+    log(f"starting {peer.name}: {' '.join(peer.command)}")
+    running = Running(peer, port, workdir / f"{peer.name}.log", args.start_timeout)
+    try:
+        log(f"{peer.name}: first rerank answered {running.cold_start_s:.1f} s after launch")
+        time.sleep(args.settle_s)
+        machine_before = psutil.cpu_times()
+        tree_cpu = running.sampler.cpu_percent(args.idle_s)
+        after = psutil.cpu_times()
+        busy = (sum(after) - after.idle - after.iowait) - (sum(machine_before) - machine_before.idle - machine_before.iowait)
+        machine_cpu = 100.0 * busy / max(sum(after) - sum(machine_before), 1e-9)
+        log(f"{peer.name}: idle CPU over {args.idle_s:g} s: tree {tree_cpu:.1f}% of the machine, "
+            f"machine {machine_cpu:.1f}%")
+        results = measure(running, queries, passages, args, rows)
+        running.sampler.sample()
+        footprint = {"cold_start_s": running.cold_start_s, "peak_rss_mb": running.sampler.peak_mb,
+                     "processes_at_peak": running.sampler.processes_at_peak,
+                     "idle_cpu_tree_pct": tree_cpu, "idle_cpu_machine_pct": machine_cpu, "idle_window_s": args.idle_s}
+    finally:
+        code = running.stop()
+    footprint["exit_code_after_sigterm"] = code
+    return {"rows": results, "footprint": footprint, "log": str(running.log_path)}
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n".join(__doc__.splitlines()[2:9]))
+    parser.add_argument("--infinity-bin", required=True, help="path of Infinity's infinity_emb (in its own venv)")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="BEIR folder of queries and passages "
+                        "(default %(default)s)")
+    parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "steadyrank" / "bench_peers",
+                        help="where the cross-encoder is saved once (default %(default)s)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads per model (default %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=32, help="Infinity --batch-size (default %(default)s)")
+    parser.add_argument("--rows", default="all",
+                        help="comma-separated row names to run: " + ", ".join(r[0] for r in ROWS) + " (default all)")
+    parser.add_argument("--peers", default="infinity,steadyrank", help="which servers, in order (default %(default)s)")
+    parser.add_argument("--duration", type=float, default=20.0, help="measured seconds per row at least (default %(default)s)")
+    parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds per row (default %(default)s)")
+    parser.add_argument("--min-requests", type=int, default=10,
+                        help="completions per window at least (default %(default)s, or the client count if larger)")
+    parser.add_argument("--max-duration", type=float, default=180.0, help="seconds per row at most (default %(default)s)")
+    parser.add_argument("--drain-s", type=float, default=120.0,
+                        help="seconds the requests in flight at a window's end get before they are cancelled "
+                             "(default %(default)s)")
+    parser.add_argument("--client-timeout", type=float, default=600.0, help="client timeout per request, s "
+                        "(default %(default)s)")
+    parser.add_argument("--idle-s", type=float, default=10.0, help="idle CPU measurement, s (default %(default)s)")
+    parser.add_argument("--settle-s", type=float, default=5.0, help="pause after the first rerank before the "
+                        "idle measurement, s (default %(default)s)")
+    parser.add_argument("--start-timeout", type=float, default=600.0, help="seconds to the first rerank at most")
+    parser.add_argument("--out", default=None, help="also write the JSON here")
+    parser.add_argument("--json", action="store_true", help="table to stderr, only JSON on stdout")
+    args = parser.parse_args()
+    if not Path(args.infinity_bin).is_file():
+        raise SystemExit(f"--infinity-bin {args.infinity_bin}: no such file (see --help for how to install Infinity)")
+    wanted = {r.strip() for r in args.rows.split(",")} if args.rows != "all" else {r[0] for r in ROWS}
+    unknown = wanted - {r[0] for r in ROWS}
+    if unknown:
+        raise SystemExit(f"--rows: unknown row(s) {sorted(unknown)}")
+    rows = [r for r in ROWS if r[0] in wanted]
+
+    from steadyrank.serve.runtime import bundled_embedder_path
+
+    queries, passages = load_texts(args.data)
+    embedder = bundled_embedder_path()
+    cross = build_cross_encoder(args.cache_dir)
+    log(f"{len(passages)} passages of 60–120 words, {len(queries)} queries; cross-encoder {cross}")
+    workdir = Path(tempfile.mkdtemp(prefix="bench-peers-"))
+    peers: dict[str, Any] = {}
+    for name in [p.strip() for p in args.peers.split(",") if p.strip()]:
+        port = free_port()
+        peer = (infinity_peer(args.infinity_bin, cross, embedder, port, args.threads, args.batch_size)
+                if name == "infinity" else steadyrank_peer(cross, embedder, port, args.threads, workdir))
+        try:
+            peers[name] = run_peer(peer, port, queries, passages, args, rows, workdir)
+        except RuntimeError as exc:  # a server that did not start: keep the other's results
+            log(f"{name}: {exc}")
+            peers[name] = {"error": str(exc)}
+
+
+    inf, sr = (peers.get(name) if "rows" in peers.get(name, {}) else None for name in ("infinity", "steadyrank"))
+    table = []
+    keys = list(dict.fromkeys([*(inf or {}).get("rows", {}), *(sr or {}).get("rows", {})]))
+    for key in keys:
+        a = inf["rows"].get(key) if inf else None
+        b = sr["rows"].get(key) if sr else None
+        table.append([key,
+                      a and a["goodput_items_per_s"], b and b["goodput_items_per_s"],
+                      ratio(b["goodput_items_per_s"], a["goodput_items_per_s"]) if a and b else None,
+                      a and a["p50_ms"], b and b["p50_ms"], a and a["p95_ms"], b and b["p95_ms"],
+                      a and json.dumps(a["status_codes"]), b and json.dumps(b["status_codes"]),
+                      b and f"{b['503_json']}/{b['503_retry_after']}",
+                      max(x["loadavg_1m_max"] for x in (a, b) if x)])
+    for field in ("peak_rss_mb", "processes_at_peak", "cold_start_s", "idle_cpu_tree_pct", "idle_cpu_machine_pct"):
+        a = inf["footprint"][field] if inf else None
+        b = sr["footprint"][field] if sr else None
+        table.append([field, a, b, ratio(b, a) if a is not None and b is not None else None] + [None] * 8)
+    payload = {"benchmark": "bench_peers", "cpu_count": os.cpu_count(), "threads": args.threads,
+               "infinity_batch_size": args.batch_size, "cross_encoder": str(cross), "embedder": str(embedder),
+               "window": {"duration": args.duration, "warmup": args.warmup, "max_duration": args.max_duration,
+                          "drain_s": args.drain_s},
+               "passages": len(passages), "peers": peers}
+    if args.out:
+        Path(args.out).write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    emit(payload, ["row / clients", "infinity items/s", "steadyrank items/s", "ratio sr/inf", "inf p50 ms",
+                   "sr p50 ms", "inf p95 ms", "sr p95 ms", "inf codes", "sr codes", "sr 503 json/retry-after",
+                   "load max"], table, json_only=args.json)
+
+
+if __name__ == "__main__":
+    main()
