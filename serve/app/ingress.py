@@ -291,7 +291,7 @@ class Ingress:
 
     # -- models -------------------------------------------------------------------------------
 
-    @app.get("/v1/models", tags=["models"])
+    @app.get("/v1/models", tags=["models"], responses=_errors(401))
     async def models(self, request: Request) -> Response:
         """The served models (OpenAI-shaped list)."""
 
@@ -359,7 +359,7 @@ class Ingress:
         self._authorize(request)
         body: cohere.RerankV2Request = await self._parse(request, cohere.RerankV2Request)
         texts, cut = list(body.documents), []
-        if body.max_tokens_per_doc is not None:
+        if body.max_tokens_per_doc is not None and texts:
             texts, cut = await asyncio.to_thread(self.reranker_tokens.cut, texts, body.max_tokens_per_doc)
         out = await self._ranking(request, body.query, texts, body.top_n, body.model)
         return JSON(cohere.v2_response(out, body.top_n, cut))
@@ -369,7 +369,7 @@ class Ingress:
             tei.TeiRerankRequest.model_json_schema(ref_template="#/components/schemas/{model}"),
             infinity.InfinityRerankRequest.model_json_schema(ref_template="#/components/schemas/{model}")]}}}}},
         response_model=list[tei.TeiRank] | infinity.InfinityRerankResponse,
-        responses={**_errors(401, 404), **{code: {"model": tei.TeiError} for code in (400, 413, 422, 503, 504)}})
+        responses={**_errors(401, 404), **{code: {"model": tei.RerankPathError} for code in (400, 413, 422, 503, 504)}})
     async def rerank_tei(self, request: Request) -> Response:
         """TEI rerank (``texts``; bare array, TEI errors) or Infinity rerank (``documents``), told
         apart by the body's keys."""
@@ -390,7 +390,8 @@ class Ingress:
             tbody: tei.TeiRerankRequest = await self._parse_bytes(raw, tei.TeiRerankRequest)
             tei.check_direction(tbody.truncation_direction, self.settings.reranker_model.truncation_side)
             out = await self._ranking(request, tbody.query, tbody.texts, None, None, field="texts")
-            tei.check_untruncated(tbody.truncate, out["truncated"], "texts", self.settings.reranker_model.max_length)
+            max_length = (await self._model_facts("reranker", self.reranker))["max_length"]
+            tei.check_untruncated(tbody.truncate, out["truncated"], "texts", max_length)
         except ApiError as exc:
             return tei.error_response(exc)
         return JSON(tei.rerank_response(out, tbody.texts, tbody.return_text))
@@ -411,9 +412,9 @@ class Ingress:
             texts = body.texts()
             self._check_embedding_texts(texts, isinstance(body.inputs, str), "inputs")
             if body.truncate is False:
+                max_length = (await self._model_facts("embedder", self.embedder))["max_length"]
                 counts = await asyncio.to_thread(self.embedder_tokens.count, texts)
-                tei.check_untruncated(False, [i for i, c in enumerate(counts) if c > model.max_length], "inputs",
-                                      model.max_length)
+                tei.check_untruncated(False, [i for i, c in enumerate(counts) if c > max_length], "inputs", max_length)
             out = await self._call(self._deadline(request), self.embedder.embed.remote(texts, False))
         except ApiError as exc:
             return tei.error_response(exc)
@@ -511,7 +512,7 @@ class Ingress:
 
     # -- quality (issue 6) --------------------------------------------------------------------
 
-    @app.get("/v1/canary", tags=["quality"])
+    @app.get("/v1/canary", tags=["quality"], responses=_errors(400, 401, 404, 503, 504))
     async def canary(self, request: Request) -> Response:
         """The canary comparison of the shadow evaluator (deltas, CIs, verdict)."""
 
@@ -523,7 +524,7 @@ class Ingress:
 
         return await self._serve("canary", request, handle, record=False)
 
-    @app.get("/v1/quality", tags=["quality"])
+    @app.get("/v1/quality", tags=["quality"], responses=_errors(400, 401, 404, 503, 504))
     async def quality(self, request: Request) -> Response:
         """The shadow evaluator's status: windows, counts, last success."""
 

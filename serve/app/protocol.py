@@ -14,11 +14,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, StrictBool, field_validator
 
 from steadyrank.serve.app.dialects.contract import limited, non_blank
 
 Mode = Literal["dense", "bm25", "hybrid"]
+
+
+def _integral(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# JSON Schema's integer and boolean, exactly: 3 and 3.0 are integers, "3" and true are not; 0 is not false.
+Integer = Annotated[int, BeforeValidator(_integral), Strict()]
+Flag = StrictBool
 
 
 class _Request(BaseModel):
@@ -48,12 +57,12 @@ class RerankRequest(_Request):
     documents: list[DocumentText | dict[str, Any]] = Field(
         ..., description="strings, or objects ranked on their `text` field or on `rank_fields`",
         json_schema_extra={"minItems": 1, **limited(maxItems="max_documents")})
-    top_n: int | None = Field(None, ge=1, description="results to return (default: all)")
-    return_documents: bool | None = Field(False, description="include each document (as sent) in the results")
+    top_n: Integer | None = Field(None, ge=1, description="results to return (default: all)")
+    return_documents: Flag | None = Field(False, description="include each document (as sent) in the results")
     rank_fields: list[str] | None = Field(
         None, description="object documents: the fields ranked on, in this order (Cohere v1: the YAML of "
                           "these fields; fields a document lacks are skipped); default: `text`")
-    max_chunks_per_doc: int | None = Field(
+    max_chunks_per_doc: Integer | None = Field(
         None, ge=1, le=1, description="Cohere v1: only 1 is served — each document is scored on its first "
                                       "chunk of the model's max_length tokens (meta.truncated lists the cut ones)")
 
@@ -91,11 +100,11 @@ class RerankResponse(BaseModel):
 
 class SearchRequest(_Request):
     query: Query
-    top_n: int | None = Field(None, ge=1, description="results to return (default: routing.top_n)",
+    top_n: Integer | None = Field(None, ge=1, description="results to return (default: routing.top_n)",
                               json_schema_extra=limited(maximum="max_top_n"))
     mode: Mode | None = Field(None, description="dense, bm25 or hybrid (default: search.default_mode)")
-    return_documents: bool = Field(True, description="include each result's text")
-    return_candidates: bool = Field(False, description="also return every reranked candidate (id, score)")
+    return_documents: Flag = Field(True, description="include each result's text")
+    return_candidates: Flag = Field(False, description="also return every reranked candidate (id, score)")
 
 
 class SearchResult(BaseModel):
@@ -151,7 +160,7 @@ class EmbeddingRequest(_Request):
     model: str | None = Field(None, description="a served model name (see GET /v1/models); omitted = the served "
                                                 "embedder", json_schema_extra=limited(enum="embedder_names"))
     encoding_format: Literal["float", "base64"] | None = "float"
-    dimensions: int | None = Field(
+    dimensions: Integer | None = Field(
         None, description="the model's dimension, or fewer for an embedder declared Matryoshka "
                           "(served.embedder.matryoshka: the first `dimensions` values, renormalised)",
         json_schema_extra=limited(minimum="embedder_min_dim", maximum="embedder_dim"))

@@ -14,7 +14,9 @@ from typing import Any
 from fastapi import FastAPI
 
 MARKER = "x-steadyrank-limit"
-NON_BLANK = r"\S"  # at least one non-whitespace character (Python's str.isspace, as the server checks)
+# At least one character that is not whitespace by Python's str.isspace (what the server checks),
+# spelled out so that every regex engine (ECMA, Rust, Python) reads it alike.
+NON_BLANK = "[^\\t-\\r\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
 
 
 def limited(**keywords: str) -> dict[str, Any]:

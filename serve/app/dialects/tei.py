@@ -17,12 +17,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 
 from steadyrank.serve.app.dialects.contract import limited
 from steadyrank.serve.app.dialects.ranking import served_order
 from steadyrank.serve.app.errors import ApiError, PayloadTooLarge, SchemaError
-from steadyrank.serve.app.protocol import DocumentText, EmbeddingText, Query
+from steadyrank.serve.app.protocol import DocumentText, EmbeddingText, ErrorResponse, Flag, Query
 
 Direction = Literal["right", "left", "Right", "Left"]
 _DIRECTION = dict(json_schema_extra=limited(enum="truncation_directions"),
@@ -50,10 +50,10 @@ class TeiRerankRequest(BaseModel):
 
     query: Query
     texts: list[DocumentText] = Field(..., json_schema_extra={"minItems": 1, **limited(maxItems="max_documents")})
-    raw_scores: bool | None = Field(False, description="only false: scores are φ(logit) (HPS: of the FP32 logit)",
+    raw_scores: Flag | None = Field(False, description="only false: scores are φ(logit) (HPS: of the FP32 logit)",
                                     json_schema_extra={"enum": [False, None]})
-    return_text: bool | None = Field(False, description="include each text in its result")
-    truncate: bool | None = Field(None, description="true: cut over-long texts; false: refuse them (413); "
+    return_text: Flag | None = Field(False, description="include each text in its result")
+    truncate: Flag | None = Field(None, description="true: cut over-long texts; false: refuse them (413); "
                                                     "omitted: the model's overflow setting")
     truncation_direction: Direction | None = Field(None, **_DIRECTION)
 
@@ -65,9 +65,9 @@ class TeiEmbedRequest(BaseModel):
 
     inputs: EmbeddingText | list[EmbeddingText] = Field(
         ..., json_schema_extra={"minItems": 1, **limited(maxItems="max_embedding_inputs")})
-    normalize: bool | None = Field(True, description="only true: vectors are L2-normalised (in FP32 under HPS)",
+    normalize: Flag | None = Field(True, description="only true: vectors are L2-normalised (in FP32 under HPS)",
                                    json_schema_extra={"enum": [True, None]})
-    truncate: bool | None = Field(None, description="as in /rerank")
+    truncate: Flag | None = Field(None, description="as in /rerank")
     truncation_direction: Direction | None = Field(None, **_DIRECTION)
 
     _normalize = _refuse_false("normalize", "vectors are served L2-normalised")
@@ -85,6 +85,10 @@ class TeiRank(BaseModel):
 class TeiError(BaseModel):
     error: str
     error_type: str
+
+
+class RerankPathError(RootModel[TeiError | ErrorResponse]):
+    """Errors of ``POST /rerank``: TEI's body for TEI requests, steadyrank's for Infinity's."""
 
 
 _ERROR_TYPES = {400: "validation", 401: "unauthorized", 404: "not_found", 413: "validation", 422: "validation",
