@@ -68,10 +68,12 @@ app = FastAPI(
 
 @app.exception_handler(StarletteHTTPException)
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    message = str(exc.detail)
     if exc.status_code in (404, 405):
-        logger.warning("%s %s: %s", request.method, request.url.path, exc.detail)
+        message = f"{exc.detail}: {request.method} {request.url.path}"
+        logger.warning("%s", message)
     kind = {404: "not_found_error", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request_error")
-    return error_response(exc.status_code, kind, str(exc.detail), getattr(exc, "headers", None))
+    return error_response(exc.status_code, kind, message, getattr(exc, "headers", None))
 
 
 @app.exception_handler(RequestValidationError)

@@ -26,7 +26,8 @@ def _integral(value: Any) -> Any:
 
 
 # JSON Schema's integer and boolean, exactly: 3 and 3.0 are integers, "3" and true are not; 0 is not false.
-Integer = Annotated[int, BeforeValidator(_integral), Strict()]
+Integer = Annotated[int, Strict(), BeforeValidator(_integral)]
+PositiveInteger = Annotated[int, Field(ge=1), Strict(), BeforeValidator(_integral)]
 Flag = StrictBool
 
 
@@ -57,13 +58,13 @@ class RerankRequest(_Request):
     documents: list[DocumentText | dict[str, Any]] = Field(
         ..., description="strings, or objects ranked on their `text` field or on `rank_fields`",
         json_schema_extra={"minItems": 1, **limited(maxItems="max_documents")})
-    top_n: Integer | None = Field(None, ge=1, description="results to return (default: all)")
+    top_n: PositiveInteger | None = Field(None, description="results to return (default: all)")
     return_documents: Flag | None = Field(False, description="include each document (as sent) in the results")
     rank_fields: list[str] | None = Field(
         None, description="object documents: the fields ranked on, in this order (Cohere v1: the YAML of "
                           "these fields; fields a document lacks are skipped); default: `text`")
-    max_chunks_per_doc: Integer | None = Field(
-        None, ge=1, le=1, description="Cohere v1: only 1 is served — each document is scored on its first "
+    max_chunks_per_doc: Annotated[int, Field(ge=1, le=1), Strict(), BeforeValidator(_integral)] | None = Field(
+        None, description="Cohere v1: only 1 is served — each document is scored on its first "
                                       "chunk of the model's max_length tokens (meta.truncated lists the cut ones)")
 
 
@@ -100,7 +101,7 @@ class RerankResponse(BaseModel):
 
 class SearchRequest(_Request):
     query: Query
-    top_n: Integer | None = Field(None, ge=1, description="results to return (default: routing.top_n)",
+    top_n: PositiveInteger | None = Field(None, description="results to return (default: routing.top_n)",
                               json_schema_extra=limited(maximum="max_top_n"))
     mode: Mode | None = Field(None, description="dense, bm25 or hybrid (default: search.default_mode)")
     return_documents: Flag = Field(True, description="include each result's text")

@@ -22,7 +22,8 @@ deploy/settings.yaml): models, precision and scoring, index, routing, limits, AP
 set, replicas/CPUs/GPUs/autoscaling per deployment. It is validated before anything starts; an
 error names the bad field. API keys may also come from $STEADYRANK_API_KEYS (comma-separated).
 
-Endpoints: POST /v1/rerank, /v1/search, /v1/embeddings; GET /v1/models, /v1/canary,
+Endpoints: POST /v1/rerank, /v1/search, /v1/embeddings, /v2/rerank (Cohere v2), /rerank and
+/embed (TEI; Infinity bodies on /rerank); GET /v1/models, /v1/canary,
 /v1/quality, /healthz, /readyz, /metrics (Prometheus). OpenAPI docs at /docs.
 
 To run on an existing Ray cluster instead, use Ray Serve's own config:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from steadyrank.serve.app.dialects.contract import limited
 from steadyrank.serve.app.dialects.ranking import served_order, tie_facts
-from steadyrank.serve.app.protocol import DocumentText, Integer, Query, RerankMeta
+from steadyrank.serve.app.protocol import DocumentText, PositiveInteger, Query, RerankMeta
 
 DOCUMENTS_PER_SEARCH_UNIT = 100  # Cohere bills one search unit per query and ≤ 100 documents
 
@@ -30,11 +30,11 @@ class RerankV2Request(BaseModel):
                                                 "reranker", json_schema_extra=limited(enum="reranker_names"))
     query: Query
     documents: list[DocumentText] = Field(..., json_schema_extra={"minItems": 1, **limited(maxItems="max_documents")})
-    top_n: Integer | None = Field(None, ge=1, description="results to return (default: all)")
-    max_tokens_per_doc: Integer | None = Field(
-        None, ge=1, description="cut each document to its first max_tokens_per_doc tokens of the reranker's "
-                                "tokenizer before scoring (Cohere's default 4096 ≥ every served max_length, so "
-                                "omitted = no cut); meta.steadyrank.cut_to_max_tokens lists the cut documents")
+    top_n: PositiveInteger | None = Field(None, description="results to return (default: all)")
+    max_tokens_per_doc: PositiveInteger | None = Field(
+        None, description="cut each document to its first max_tokens_per_doc tokens of the reranker's tokenizer "
+                          "before scoring (Cohere's default 4096 ≥ every served max_length, so omitted = no cut); "
+                          "meta.steadyrank.cut_to_max_tokens lists the cut documents")
 
 
 class RerankV2Result(BaseModel):

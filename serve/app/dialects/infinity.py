@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from steadyrank.serve.app.dialects.contract import limited
 from steadyrank.serve.app.dialects.ranking import served_order
 from steadyrank.serve.app.dialects.tei import _refuse_true
-from steadyrank.serve.app.protocol import DocumentText, Flag, Integer, Query
+from steadyrank.serve.app.protocol import DocumentText, Flag, PositiveInteger, Query
 
 
 class InfinityRerankRequest(BaseModel):
@@ -27,7 +27,7 @@ class InfinityRerankRequest(BaseModel):
     documents: list[DocumentText] = Field(..., json_schema_extra={"minItems": 1, **limited(maxItems="max_documents")})
     model: str | None = Field(None, description="a served model name; omitted = the served reranker",
                               json_schema_extra=limited(enum="reranker_names"))
-    top_n: Integer | None = Field(None, ge=1)
+    top_n: PositiveInteger | None = None
     return_documents: Flag | None = False
     raw_scores: Flag | None = Field(False, description="only false", json_schema_extra={"enum": [False, None]})
 
