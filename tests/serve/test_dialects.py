@@ -124,7 +124,10 @@ def test_tei_rerank_and_embed(client) -> None:
     assert client.post("/rerank", json={"query": QUERY, "texts": [long_text], "truncate": True}).status_code == 200
     too_long = client.post("/rerank", json={"query": QUERY, "texts": [long_text], "truncate": False})
     assert too_long.status_code == 413 and too_long.json()["error_type"] == "validation"
-    assert too_long.json()["error"].startswith("texts[0] is longer than the model's max_length of 256 tokens")
+    max_length = next(m["max_length"] for m in client.get("/v1/models").json()["data"]
+                      if m["task"] == "rerank" and "aliases" in m)
+    assert too_long.json()["error"] == (f"texts[0] is longer than the model's max_length of {max_length} tokens "
+                                        "(send truncate: true to cut it)")
     empty = client.post("/rerank", json={"query": " ", "texts": DOCS})
     assert empty.status_code == 400 and empty.json()["error_type"] == "empty"
     unknown = client.post("/rerank", json={"query": QUERY, "texts": DOCS, "top_k": 1})
