@@ -37,6 +37,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from steadyrank.serve.app import protocol
 from steadyrank.serve.app.health import replica_health_async
+from steadyrank.serve.app.dialects import cohere, contract, embeddings as embedding_dialect, infinity, tei
+from steadyrank.serve.app.dialects.documents import TokenCutter, document_text
+from steadyrank.serve.app.dialects.names import ServedNames
+from steadyrank.serve.app.dialects.ranking import served_order, tie_facts
 from steadyrank.serve.output import json_safe
 from steadyrank.serve.app.errors import (
     ApiError,
@@ -56,7 +60,6 @@ from steadyrank.serve.telemetry import Recorder
 logger = logging.getLogger("steadyrank.ingress")
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-MODEL_ALIASES = ("default", "steadyrank")
 
 app = FastAPI(
     title="steadyrank",
@@ -66,9 +69,13 @@ app = FastAPI(
 
 
 @app.exception_handler(StarletteHTTPException)
-async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    message = str(exc.detail)
+    if exc.status_code in (404, 405):
+        message = f"{exc.detail}: {request.method} {request.url.path}"
+        logger.warning("%s", message)
     kind = {404: "not_found_error", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request_error")
-    return error_response(exc.status_code, kind, str(exc.detail), getattr(exc, "headers", None))
+    return error_response(exc.status_code, kind, message, getattr(exc, "headers", None))
 
 
 @app.exception_handler(RequestValidationError)
@@ -128,6 +135,12 @@ class Ingress:
         self.facts: dict[str, dict[str, Any]] = {}
         self._background: set[asyncio.Task] = set()
         self.in_flight = 0
+        self.names = ServedNames.from_settings(settings)
+        self.reranker_tokens = TokenCutter(settings.reranker_model)
+        self.embedder_tokens = TokenCutter(settings.embedder)
+        values = contract.contract_values(settings.limits, self.names)
+        values["truncation_directions"] = [*tei.directions(settings.reranker_model.truncation_side), None]
+        contract.install(app, values)
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -160,7 +173,9 @@ class Ingress:
         return b"".join(chunks)
 
     async def _parse(self, request: Request, model: type[BaseModel]) -> Any:
-        body = await self._body(request)
+        return await self._parse_bytes(await self._body(request), model)
+
+    async def _parse_bytes(self, body: bytes, model: type[BaseModel]) -> Any:
         if not body.strip():
             raise BadRequest("request body is empty: send a JSON object")
         try:
@@ -242,10 +257,6 @@ class Ingress:
             self.facts[name] = await handle.info.remote()
         return self.facts[name]
 
-    def _check_model(self, requested: str | None, served: str) -> None:
-        if requested and requested not in (served, *MODEL_ALIASES):
-            raise NotFound(f"model {requested!r} is not served here; this endpoint serves {served!r}")
-
     def _check_query(self, query: str) -> None:
         if not query.strip():
             raise BadRequest("query must not be empty")
@@ -303,7 +314,7 @@ class Ingress:
 
     # -- models -------------------------------------------------------------------------------
 
-    @app.get("/v1/models", tags=["models"])
+    @app.get("/v1/models", tags=["models"], responses=_errors(401))
     async def models(self, request: Request) -> Response:
         """The served models (OpenAI-shaped list)."""
 
@@ -311,7 +322,14 @@ class Ingress:
             self._authorize(request)
             embedder = await self._model_facts("embedder", self.embedder)
             reranker = await self._model_facts("reranker", self.reranker)
-            return JSON(protocol.ModelList.build(embedder, reranker).model_dump())
+            data = []
+            for task, facts, names in (("embeddings", embedder, self.names.embedder),
+                                       ("rerank", reranker, self.names.reranker)):
+                data.append({"id": facts["model"], "object": "model", "owned_by": "steadyrank", "task": task,
+                             **facts, "aliases": list(names[1:])})
+                data += [{"id": alias, "object": "model", "owned_by": "steadyrank", "task": task,
+                          "root": facts["model"]} for alias in names[1:]]
+            return JSON({"object": "list", "data": data})
 
         return await self._serve("models", request, handle, record=False)
 
@@ -324,21 +342,108 @@ class Ingress:
         """Cohere/Jina-shaped rerank. Results by score descending, ties by input index."""
         return await self._serve("rerank", request, self._rerank)
 
+    async def _ranking(self, request: Request, query: str, texts: list[str], top_n: int | None, model: str | None,
+                       field: str = "documents") -> dict[str, Any]:
+        """The internal rerank path of every rerank dialect: limits, model name, the Reranker's
+        ``rerank`` under the deadline. ``top_n`` is clamped to the number of texts."""
+        deadline = self._deadline(request)
+        self._check_query(query)
+        if not texts:
+            raise BadRequest(f"{field} must not be empty")
+        self._check_texts(texts, field, self.limits.max_documents)
+        self.names.resolve("reranker", model)
+        top_n = min(top_n, len(texts)) if top_n is not None else None
+        return await self._call(deadline, self.reranker.rerank.remote(query, texts, top_n,
+                                                                     deadline=time.time() + deadline))
+
     async def _rerank(self, request: Request) -> Response:
         self._authorize(request)
         body: protocol.RerankRequest = await self._parse(request, protocol.RerankRequest)
-        deadline = self._deadline(request)
-        self._check_query(body.query)
-        if not body.documents:
-            raise BadRequest("documents must not be empty")
-        self._check_texts(body.documents, "documents", self.limits.max_documents)
-        facts = await self._model_facts("reranker", self.reranker)
-        self._check_model(body.model, facts["model"])
-        n = len(body.documents)
-        top_n = min(body.top_n, n) if body.top_n is not None else None
-        out = await self._call(deadline, self.reranker.rerank.remote(body.query, body.documents, top_n,
-                                                                     deadline=time.time() + deadline))
-        return JSON(protocol.RerankResponse.build(out, body.documents, top_n, body.return_documents).model_dump())
+        texts = [document_text(d, body.rank_fields) for d in body.documents]
+        out = await self._ranking(request, body.query, texts, body.top_n, body.model)
+        results = []
+        for i in served_order(out, body.top_n):
+            item: dict[str, Any] = {"index": i, "relevance_score": float(out["scores"][i])}
+            if body.return_documents:
+                document = body.documents[i]
+                item["document"] = {"text": document} if isinstance(document, str) else document
+            results.append(item)
+        return JSON({"id": str(uuid.uuid4()), "model": out["model"], "results": results, "meta": tie_facts(out)})
+
+    # -- client dialects: Cohere v2, TEI, Infinity -----------------------------------------
+
+    @app.post("/v2/rerank", tags=["dialects"], openapi_extra=_schema(cohere.RerankV2Request),
+              response_model=cohere.RerankV2Response,
+              responses=_errors(400, 401, 404, 413, 422, 503, 504))
+    async def rerank_v2(self, request: Request) -> Response:
+        """Cohere v2 rerank (``cohere.ClientV2``, langchain-cohere ``CohereRerank``)."""
+        return await self._serve("rerank_v2", request, self._rerank_v2)
+
+    async def _rerank_v2(self, request: Request) -> Response:
+        self._authorize(request)
+        body: cohere.RerankV2Request = await self._parse(request, cohere.RerankV2Request)
+        texts, cut = list(body.documents), []
+        if body.max_tokens_per_doc is not None and texts:
+            texts, cut = await asyncio.to_thread(self.reranker_tokens.cut, texts, body.max_tokens_per_doc)
+        out = await self._ranking(request, body.query, texts, body.top_n, body.model)
+        return JSON(cohere.v2_response(out, body.top_n, cut))
+
+    @app.post("/rerank", tags=["dialects"], openapi_extra={"requestBody": {"required": True, "content": {
+        "application/json": {"schema": {"oneOf": [
+            tei.TeiRerankRequest.model_json_schema(ref_template="#/components/schemas/{model}"),
+            infinity.InfinityRerankRequest.model_json_schema(ref_template="#/components/schemas/{model}")]}}}}},
+        response_model=list[tei.TeiRank] | infinity.InfinityRerankResponse,
+        responses={**_errors(401, 404), **{code: {"model": tei.RerankPathError} for code in (400, 413, 422, 503, 504)}})
+    async def rerank_tei(self, request: Request) -> Response:
+        """TEI rerank (``texts``; bare array, TEI errors) or Infinity rerank (``documents``), told
+        apart by the body's keys."""
+        return await self._serve("rerank_tei", request, self._rerank_tei)
+
+    async def _rerank_tei(self, request: Request) -> Response:
+        self._authorize(request)
+        raw = await self._body(request)
+        try:
+            dialect = infinity.dialect_of(json.loads(raw))
+        except ValueError:
+            dialect = "tei"
+        if dialect == "infinity":
+            body = await self._parse_bytes(raw, infinity.InfinityRerankRequest)
+            out = await self._ranking(request, body.query, body.documents, body.top_n, body.model)
+            return JSON(infinity.rerank_response(out, body.documents, body.top_n, body.return_documents))
+        try:
+            tbody: tei.TeiRerankRequest = await self._parse_bytes(raw, tei.TeiRerankRequest)
+            tei.check_direction(tbody.truncation_direction, self.settings.reranker_model.truncation_side)
+            out = await self._ranking(request, tbody.query, tbody.texts, None, None, field="texts")
+            max_length = (await self._model_facts("reranker", self.reranker))["max_length"]
+            tei.check_untruncated(tbody.truncate, out["truncated"], "texts", max_length)
+        except ApiError as exc:
+            return tei.error_response(exc)
+        return JSON(tei.rerank_response(out, tbody.texts, tbody.return_text))
+
+    @app.post("/embed", tags=["dialects"], openapi_extra=_schema(tei.TeiEmbedRequest),
+              response_model=list[list[float]],
+              responses={**_errors(401), **{code: {"model": tei.TeiError} for code in (400, 413, 422, 503, 504)}})
+    async def embed_tei(self, request: Request) -> Response:
+        """TEI embed: ``{inputs}`` → ``[[float]]`` (L2-normalised)."""
+        return await self._serve("embed_tei", request, self._embed_tei)
+
+    async def _embed_tei(self, request: Request) -> Response:
+        self._authorize(request)
+        try:
+            body: tei.TeiEmbedRequest = await self._parse(request, tei.TeiEmbedRequest)
+            model = self.settings.embedder
+            tei.check_direction(body.truncation_direction, model.truncation_side)
+            texts = body.texts()
+            self._check_embedding_texts(texts, isinstance(body.inputs, str), "inputs")
+            if body.truncate is False:
+                max_length = (await self._model_facts("embedder", self.embedder))["max_length"]
+                counts = await asyncio.to_thread(self.embedder_tokens.count, texts)
+                tei.check_untruncated(False, [i for i, c in enumerate(counts) if c > max_length], "inputs", max_length)
+            deadline = self._deadline(request)
+            out = await self._call(deadline, self.embedder.embed.remote(texts, False, deadline=time.time() + deadline))
+        except ApiError as exc:
+            return tei.error_response(exc)
+        return JSON(np.asarray(out["vectors"], dtype=np.float32).tolist())
 
     # -- search -------------------------------------------------------------------------------
 
@@ -405,27 +510,33 @@ class Ingress:
         self._authorize(request)
         body: protocol.EmbeddingRequest = await self._parse(request, protocol.EmbeddingRequest)
         deadline = self._deadline(request)
-        texts = [body.input] if isinstance(body.input, str) else list(body.input)
+        texts = body.texts()
+        self._check_embedding_texts(texts, isinstance(body.input, str), "input")
+        served = self.names.resolve("embedder", body.model)
+        embedding_dialect.check_dimensions(body.dimensions, self.names.embedder_dim, self.names.matryoshka, served)
+        out = await self._call(deadline, self.embedder.embed.remote(texts, True, deadline=time.time() + deadline))
+        vectors = embedding_dialect.shorten(out["vectors"], body.dimensions)
+        if body.encoding_format == "base64":
+            data = [{"object": "embedding", "index": i, "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode()}
+                    for i, v in enumerate(vectors)]
+        else:
+            data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
+        tokens = int(out["tokens"] or 0)
+        return JSON({"object": "list", "data": data, "model": served,
+                     "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+    def _check_embedding_texts(self, texts: list[str], single: bool, field: str) -> None:
+        """Embedding inputs: at least one, none blank, within the limits."""
         if not texts:
-            raise BadRequest("input must not be empty")
+            raise BadRequest(f"{field} must not be empty")
         for i, text in enumerate(texts):
             if not text.strip():
-                raise BadRequest(f"input[{i}] must not be empty" if len(texts) > 1 or not isinstance(body.input, str)
-                                 else "input must not be empty")
-        self._check_texts(texts, "input", self.limits.max_embedding_inputs)
-        facts = await self._model_facts("embedder", self.embedder)
-        self._check_model(body.model, facts["model"])
-        if body.dimensions is not None and body.dimensions != facts["dim"]:
-            raise BadRequest(f"dimensions: {facts['model']} has {facts['dim']} dimensions and cannot be shortened; "
-                             f"got {body.dimensions}")
-        out = await self._call(deadline, self.embedder.embed.remote(texts, True, deadline=time.time() + deadline))
-        response = protocol.EmbeddingResponse.build(out["vectors"], int(out["tokens"] or 0), facts["model"],
-                                                    body.encoding_format)
-        return JSON(response.model_dump())
+                raise BadRequest(f"{field} must not be empty" if single else f"{field}[{i}] must not be empty")
+        self._check_texts(texts, field, self.limits.max_embedding_inputs)
 
     # -- quality (issue 6) --------------------------------------------------------------------
 
-    @app.get("/v1/canary", tags=["quality"])
+    @app.get("/v1/canary", tags=["quality"], responses=_errors(400, 401, 404, 503, 504))
     async def canary(self, request: Request) -> Response:
         """The canary comparison of the shadow evaluator (deltas, CIs, verdict)."""
 
@@ -437,7 +548,7 @@ class Ingress:
 
         return await self._serve("canary", request, handle, record=False)
 
-    @app.get("/v1/quality", tags=["quality"])
+    @app.get("/v1/quality", tags=["quality"], responses=_errors(400, 401, 404, 503, 504))
     async def quality(self, request: Request) -> Response:
         """The shadow evaluator's status: windows, counts, last success."""
 

@@ -18,10 +18,12 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, StrictBool, field_validator, model_serializer
+
+from steadyrank.serve.app.dialects.contract import limited, non_blank
 
 from steadyrank.retrieval.routing import Route
 from steadyrank.retrieval.modes import Mode
@@ -53,41 +55,51 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+def _integral(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# JSON Schema's integer and boolean, exactly: 3 and 3.0 are integers, "3" and true are not; 0 is not false.
+Integer = Annotated[int, Strict(), BeforeValidator(_integral)]
+PositiveInteger = Annotated[int, Field(ge=1), Strict(), BeforeValidator(_integral)]
+Flag = StrictBool
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class TextDocument(BaseModel):
-    """A document given as an object (Cohere ``{"text": ...}``)."""
+class JinaText(BaseModel):
+    """An embedding input given as an object (Jina ``{"text": ...}``)."""
 
-    text: str
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(..., json_schema_extra=non_blank(maxLength="max_document_chars"))
 
 
 # ---------------------------------------------------------------------------------------------
 # /v1/rerank
 
 
-class RerankRequest(_Request):
-    model: str | None = Field(None, description="model id (the served reranker's id or 'default'); optional")
-    query: str = Field(..., description="the query")
-    documents: list[str] = Field(..., description="strings or objects {\"text\": str}")
-    top_n: int | None = Field(None, ge=1, description="results to return (default: all)")
-    return_documents: bool = Field(False, description="include each document's text in the results")
+DocumentText = Annotated[str, Field(json_schema_extra=limited(maxLength="max_document_chars"))]
+Query = Annotated[str, Field(description="the query", json_schema_extra=non_blank(maxLength="max_query_chars"))]
 
-    @field_validator("documents", mode="before")
-    @classmethod
-    def _texts(cls, value: Any) -> Any:
-        if not isinstance(value, list):
-            raise ValueError("must be a list of strings or of objects {\"text\": string}")
-        texts = []
-        for i, item in enumerate(value):
-            if isinstance(item, str):
-                texts.append(item)
-            elif isinstance(item, dict) and isinstance(item.get("text"), str):
-                texts.append(item["text"])
-            else:
-                raise ValueError(f"documents[{i}] must be a string or an object {{\"text\": string}}")
-        return texts
+
+class RerankRequest(_Request):
+    model: str | None = Field(None, description="a served model name (see GET /v1/models); omitted = the served "
+                                                "reranker", json_schema_extra=limited(enum="reranker_names"))
+    query: Query
+    documents: list[DocumentText | dict[str, Any]] = Field(
+        ..., description="strings, or objects ranked on their `text` field or on `rank_fields`",
+        json_schema_extra={"minItems": 1, **limited(maxItems="max_documents")})
+    top_n: PositiveInteger | None = Field(None, description="results to return (default: all)")
+    return_documents: Flag | None = Field(False, description="include each document (as sent) in the results")
+    rank_fields: list[str] | None = Field(
+        None, description="object documents: the fields ranked on, in this order (Cohere v1: the YAML of "
+                          "these fields; fields a document lacks are skipped); default: `text`")
+    max_chunks_per_doc: Annotated[int, Field(ge=1, le=1), Strict(), BeforeValidator(_integral)] | None = Field(
+        None, description="Cohere v1: only 1 is served — each document is scored on its first "
+                                      "chunk of the model's max_length tokens (meta.truncated lists the cut ones)")
 
 
 class RerankDocument(_Response):
@@ -97,7 +109,8 @@ class RerankDocument(_Response):
 class RerankResult(_Response):
     index: int = Field(..., description="position of the document in the request")
     relevance_score: float = Field(..., description="FP32 score (HPS: φ of FP32-upcast logits)")
-    document: RerankDocument | None = None
+    document: RerankDocument | dict[str, Any] | None = Field(None, description="the document as sent "
+                                                                                "(strings as {\"text\": ...})")
     omit_none: ClassVar[tuple[str, ...]] = ("document",)
 
 
@@ -135,11 +148,12 @@ class RerankResponse(_Response):
 
 
 class SearchRequest(_Request):
-    query: str
-    top_n: int | None = Field(None, ge=1, description="results to return (default: routing.top_n)")
+    query: Query
+    top_n: PositiveInteger | None = Field(None, description="results to return (default: routing.top_n)",
+                              json_schema_extra=limited(maximum="max_top_n"))
     mode: Mode | None = Field(None, description="dense, bm25 or hybrid (default: search.default_mode)")
-    return_documents: bool = Field(True, description="include each result's text")
-    return_candidates: bool = Field(False, description="also return every reranked candidate (id, score)")
+    return_documents: Flag = Field(True, description="include each result's text")
+    return_candidates: Flag = Field(False, description="also return every reranked candidate (id, score)")
 
 
 class SearchResult(_Response):
@@ -242,20 +256,37 @@ class SearchResponse(_Response):
 # /v1/embeddings
 
 
+EmbeddingText = Annotated[str, Field(json_schema_extra=non_blank(maxLength="max_document_chars"))]
+
+
 class EmbeddingRequest(_Request):
-    input: str | list[str] = Field(..., description="a string or a list of strings")
-    model: str | None = None
-    encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = Field(None, ge=1, description="must equal the model's dimension if given")
-    user: str | None = None
+    input: EmbeddingText | list[EmbeddingText | JinaText] = Field(
+        ..., description="a string, a list of strings, or Jina's list of objects {\"text\": string}",
+        json_schema_extra={"minItems": 1, **limited(maxItems="max_embedding_inputs")})
+    model: str | None = Field(None, description="a served model name (see GET /v1/models); omitted = the served "
+                                                "embedder", json_schema_extra=limited(enum="embedder_names"))
+    encoding_format: Literal["float", "base64"] | None = "float"
+    dimensions: Integer | None = Field(
+        None, description="the model's dimension, or fewer for an embedder declared Matryoshka "
+                          "(served.embedder.matryoshka: the first `dimensions` values, renormalised)",
+        json_schema_extra=limited(minimum="embedder_min_dim", maximum="embedder_dim"))
+    user: str | None = Field(None, description="an end-user id (OpenAI); accepted and not used, as by OpenAI's "
+                                               "embeddings")
 
     @field_validator("input", mode="before")
     @classmethod
     def _strings(cls, value: Any) -> Any:
-        if isinstance(value, list) and value and not all(isinstance(v, str) for v in value):
-            bad = next(i for i, v in enumerate(value) if not isinstance(v, str))
-            raise ValueError(f"input[{bad}] must be a string (token-id inputs are not supported)")
+        if isinstance(value, list) and value and not all(isinstance(v, (str, dict)) for v in value):
+            bad = next(i for i, v in enumerate(value) if not isinstance(v, (str, dict)))
+            raise ValueError(f"input[{bad}] must be a string or an object {{\"text\": string}} "
+                             "(token-id inputs are not supported)")
         return value
+
+    def texts(self) -> list[str]:
+        """The input as a list of strings."""
+        if isinstance(self.input, str):
+            return [self.input]
+        return [item if isinstance(item, str) else item.text for item in self.input]
 
 
 class EmbeddingData(_Response):

@@ -29,7 +29,8 @@ SIGTERM or SIGINT (Ctrl-C) stops it cleanly: new requests are refused, in-flight
 within server.shutdown_grace_s (default 30 s; a second signal skips the wait), then Serve and Ray
 shut down and it exits 0. Ray's dashboard starts only with server.dashboard: true.
 
-Endpoints: POST /v1/rerank, /v1/search, /v1/embeddings; GET /v1/models, /v1/canary,
+Endpoints: POST /v1/rerank, /v1/search, /v1/embeddings, /v2/rerank (Cohere v2), /rerank and
+/embed (TEI; Infinity bodies on /rerank); GET /v1/models, /v1/canary,
 /v1/quality, /healthz, /readyz, /metrics (Prometheus). OpenAPI docs at /docs.
 
 To run on an existing Ray cluster instead, use Ray Serve's own config:

@@ -109,7 +109,9 @@ def test_rerank_truncation_is_reported(client: httpx.Client) -> None:
         ({"query": 3, "documents": DOCS}, 422, "validation_error", "query"),
         ({"query": "q", "documents": "one string"}, 422, "validation_error", "documents"),
         ({"query": "q", "documents": ["a", 5]}, 422, "validation_error", "documents[1]"),
-        ({"query": "q", "documents": [{"txt": "a"}]}, 422, "validation_error", "documents[0]"),
+        ({"query": "q", "documents": [["a"]]}, 422, "validation_error", "documents[0]"),
+        ({"query": "q", "documents": DOCS, "max_chunks_per_doc": 2}, 422, "validation_error", "max_chunks_per_doc"),
+        ({"query": "q", "documents": DOCS, "return_documents": 1}, 422, "validation_error", "return_documents"),
         ({"query": "q", "documents": DOCS, "top_n": 0}, 422, "validation_error", "top_n"),
         ({"query": "q", "documents": DOCS, "top_n": "many"}, 422, "validation_error", "top_n"),
         ({"query": "q", "documents": ["d"] * 301}, 413, "payload_too_large", "documents"),
@@ -219,7 +221,7 @@ def test_embeddings_are_openai_shaped(client: httpx.Client) -> None:
         ({"input": "a", "encoding_format": "int8"}, 422, "validation_error", "encoding_format"),
         ({"input": "a", "dimensions": 128}, 400, "invalid_request_error", "dimensions"),
         ({"input": ["a"] * 65}, 413, "payload_too_large", "input"),
-        ({"input": "a", "model": "text-embedding-3-small"}, 404, "not_found_error", "text-embedding-3-small"),
+        ({"input": "a", "model": "text-embedding-ada-002"}, 404, "not_found_error", "text-embedding-3-small"),
     ],
 )
 def test_embeddings_errors(client: httpx.Client, payload: dict, status: int, error_type: str, fragment: str) -> None:

@@ -1,0 +1,97 @@
+"""One contract: the OpenAPI schema states every constraint the server enforces.
+
+Constraints that depend on the settings (``limits.*``, the served model names, the embedder's
+dimension) cannot be written into the pydantic models at import time; a field marks them with
+:func:`limited` and :func:`install` writes the values of the running server into the schema that
+``/openapi.json`` serves. A schema-valid request is then never refused for its shape, and every
+request the server refuses for its shape is schema-invalid.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+MARKER = "x-steadyrank-limit"
+# At least one character that is not whitespace by Python's str.isspace (what the server checks),
+# spelled out so that every regex engine (ECMA, Rust, Python) reads it alike.
+NON_BLANK = "[^\\t-\\r\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+
+
+def limited(**keywords: str) -> dict[str, Any]:
+    """``json_schema_extra`` marking JSON-Schema ``keywords`` whose value comes from the running
+    server: ``limited(maxLength="max_query_chars")`` → ``maxLength: limits.max_query_chars``."""
+    return {MARKER: keywords}
+
+
+def non_blank(**keywords: str) -> dict[str, Any]:
+    """A string that must hold a non-whitespace character (plus :func:`limited` keywords)."""
+    return {"minLength": 1, "pattern": NON_BLANK, **(limited(**keywords) if keywords else {})}
+
+
+def _nullable(node: dict[str, Any]) -> bool:
+    return any(branch.get("type") == "null" for branch in node.get("anyOf", ()))
+
+
+def apply_limits(node: Any, values: dict[str, Any]) -> Any:
+    """Replace every :func:`limited` marker under ``node`` (in place) by the values it names; an
+    ``enum`` of a nullable field keeps ``null``."""
+    if isinstance(node, dict):
+        marker = node.pop(MARKER, None)
+        for keyword, source in (marker or {}).items():
+            value = values[source]
+            if keyword == "enum" and _nullable(node):
+                value = [*value, None]
+            node[keyword] = value
+        for child in node.values():
+            apply_limits(child, values)
+    elif isinstance(node, list):
+        for child in node:
+            apply_limits(child, values)
+    return node
+
+
+def _hoist_defs(schema: dict[str, Any]) -> None:
+    """Move ``$defs`` of inline request-body schemas into ``components.schemas`` (their ``$ref``s
+    point there)."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for name, sub in node.pop("$defs", {}).items():
+                components.setdefault(name, sub)
+                walk(sub)
+            for child in node.values():
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(schema.get("paths", {}))
+
+
+def install(app: FastAPI, values: dict[str, Any]) -> None:
+    """Serve ``app``'s OpenAPI schema with the markers replaced by ``values``."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = FastAPI.openapi(app)
+            _hoist_defs(schema)
+            app.openapi_schema = apply_limits(schema, values)
+        return app.openapi_schema
+
+    app.openapi_schema = None
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def contract_values(limits: Any, names: Any) -> dict[str, Any]:
+    """The values markers may name: every ``limits`` field, the served names, the embedder's
+    dimension (``dimensions`` above it is refused) and the dimensions it can be cut to."""
+    return {
+        **limits.model_dump(),
+        "reranker_names": list(names.reranker),
+        "embedder_names": list(names.embedder),
+        "embedder_dim": names.embedder_dim,
+        "embedder_min_dim": 1 if names.matryoshka else names.embedder_dim,
+    }

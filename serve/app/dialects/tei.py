@@ -1,0 +1,130 @@
+"""Hugging Face Text Embeddings Inference (TEI): ``POST /rerank`` and ``POST /embed``.
+
+- rerank ``{query, texts, raw_scores?, return_text?, truncate?, truncation_direction?}`` → a bare
+  array ``[{index, score, text?}]`` sorted by score descending (served order).
+- embed ``{inputs: str | [str], normalize?, truncate?, truncation_direction?}`` → ``[[float]]``.
+
+Parameters: ``return_text`` honoured; ``truncate`` omitted = the model's ``overflow`` setting
+(TEI's ``--auto-truncate``), ``true`` = cut over-long inputs, ``false`` = refuse them (413, TEI's
+validation error); ``truncation_direction`` only the model's configured side; ``raw_scores: true``
+(raw logits) and ``normalize: false`` (unnormalised vectors) are not served — the schema allows only
+the served values and the server refuses the others with 422 naming the field. Unknown fields → 422.
+Errors have TEI's body ``{"error": message, "error_type": type}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
+
+from steadyrank.serve.app.dialects.contract import limited
+from steadyrank.serve.app.dialects.ranking import served_order
+from steadyrank.serve.app.errors import ApiError, PayloadTooLarge, SchemaError
+from steadyrank.serve.app.protocol import DocumentText, EmbeddingText, ErrorResponse, Flag, Query
+
+Direction = Literal["right", "left", "Right", "Left"]
+_DIRECTION = dict(json_schema_extra=limited(enum="truncation_directions"),
+                  description="only the model's configured truncation_side is served")
+
+
+def _refuse_true(field: str, why: str):  # type: ignore[no-untyped-def]
+    def check(cls: Any, value: bool | None) -> bool | None:
+        if value:
+            raise ValueError(f"true is not served ({why})")
+        return value
+    return field_validator(field)(classmethod(check))
+
+
+def _refuse_false(field: str, why: str):  # type: ignore[no-untyped-def]
+    def check(cls: Any, value: bool | None) -> bool | None:
+        if value is False:
+            raise ValueError(f"false is not served ({why})")
+        return value
+    return field_validator(field)(classmethod(check))
+
+
+class TeiRerankRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: Query
+    texts: list[DocumentText] = Field(..., json_schema_extra={"minItems": 1, **limited(maxItems="max_documents")})
+    raw_scores: Flag | None = Field(False, description="only false: scores are φ(logit) (HPS: of the FP32 logit)",
+                                    json_schema_extra={"enum": [False, None]})
+    return_text: Flag | None = Field(False, description="include each text in its result")
+    truncate: Flag | None = Field(None, description="true: cut over-long texts; false: refuse them (413); "
+                                                    "omitted: the model's overflow setting")
+    truncation_direction: Direction | None = Field(None, **_DIRECTION)
+
+    _raw = _refuse_true("raw_scores", "raw logits are not returned; scores are φ of the FP32 logit")
+
+
+class TeiEmbedRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    inputs: EmbeddingText | list[EmbeddingText] = Field(
+        ..., json_schema_extra={"minItems": 1, **limited(maxItems="max_embedding_inputs")})
+    normalize: Flag | None = Field(True, description="only true: vectors are L2-normalised (in FP32 under HPS)",
+                                   json_schema_extra={"enum": [True, None]})
+    truncate: Flag | None = Field(None, description="as in /rerank")
+    truncation_direction: Direction | None = Field(None, **_DIRECTION)
+
+    _normalize = _refuse_false("normalize", "vectors are served L2-normalised")
+
+    def texts(self) -> list[str]:
+        return [self.inputs] if isinstance(self.inputs, str) else list(self.inputs)
+
+
+class TeiRank(BaseModel):
+    index: int
+    score: float
+    text: str | None = None
+
+
+class TeiError(BaseModel):
+    error: str
+    error_type: str
+
+
+class RerankPathError(RootModel[TeiError | ErrorResponse]):
+    """Errors of ``POST /rerank``: TEI's body for TEI requests, steadyrank's for Infinity's."""
+
+
+_ERROR_TYPES = {400: "validation", 401: "unauthorized", 404: "not_found", 413: "validation", 422: "validation",
+                503: "overloaded", 504: "backend", 500: "backend"}
+
+
+def error_response(exc: ApiError) -> JSONResponse:
+    """An error as TEI writes it: ``{"error", "error_type"}`` (status and headers kept)."""
+    kind = "empty" if exc.status == 400 and exc.message.endswith("must not be empty") else \
+        _ERROR_TYPES.get(exc.status, "backend")
+    return JSONResponse({"error": exc.message, "error_type": kind}, status_code=exc.status, headers=exc.headers)
+
+
+def directions(side: str) -> list[str | None]:
+    """The ``truncation_direction`` values served for a model cutting on ``side``."""
+    return [side, side.capitalize()]
+
+
+def check_direction(direction: str | None, side: str) -> None:
+    if direction is not None and direction.lower() != side:
+        raise SchemaError(f"truncation_direction: only {side!r} is served (the model's truncation_side)")
+
+
+def check_untruncated(truncate: bool | None, cut: list[int], field: str, max_length: int) -> None:
+    """``truncate: false`` refuses inputs longer than the model's ``max_length`` tokens (TEI's 413)."""
+    if truncate is False and cut:
+        raise PayloadTooLarge(f"{field}[{cut[0]}] is longer than the model's max_length of {max_length} tokens "
+                              "(send truncate: true to cut it)")
+
+
+def rerank_response(out: dict[str, Any], texts: list[str], return_text: bool | None) -> list[dict[str, Any]]:
+    scores = out["scores"]
+    ranks = []
+    for i in served_order(out, None):
+        item: dict[str, Any] = {"index": i, "score": float(scores[i])}
+        if return_text:
+            item["text"] = texts[i]
+        ranks.append(item)
+    return ranks
