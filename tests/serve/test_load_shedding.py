@@ -78,11 +78,12 @@ def _dropped(metrics: dict) -> float:
 
 
 def _more_dropped(metrics_text, before: dict) -> dict | None:
-    """The metrics once the reranker counted a drop beyond ``before`` (polled)."""
+    """The metrics once the reranker counted a drop beyond ``before`` and the long request's
+    ranking (polled: replicas flush their metrics every 0.2 s)."""
 
     def check() -> dict | None:
         m = metrics_text()
-        return m if _dropped(m) > _dropped(before) else None
+        return m if _dropped(m) > _dropped(before) and _reranked_count(m) > _reranked_count(before) else None
 
     return wait_until(check, 30)
 

@@ -9,6 +9,7 @@ the server's routing policy, mode, RRF settings and models.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +39,9 @@ def test_cli_search_serves_what_the_server_serves(serve_app, client, handle, tmp
             "--depth", str(policy.k_high), "--k-low", str(k_low), "--top-n", str(TOP_N),
             "--rrf-k", str(settings.search.rrf_k), "--rrf-weights", ",".join(map(str, settings.search.rrf_weights)),
             "--route", settings.routing.route, "--json"]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    # one torch thread, as Ray gives a replica with fractional CPUs: the same float reduction order
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads((tmp_path / "run.trec.json").read_text())["per_query"]
 
