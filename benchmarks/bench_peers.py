@@ -206,7 +206,7 @@ class Running:
                 response = httpx.post(f"{self.url}{peer.rerank_path}", json=body, timeout=10)
                 if response.status_code == 200:
                     break
-                if 400 <= response.status_code < 500:
+                if 400 <= response.status_code < 500 and response.status_code != 404:  # 404: route not up yet
                     self.stop()
                     raise RuntimeError(f"{peer.name} refused the warm-up rerank: {response.status_code} {response.text}")
             except httpx.HTTPError:

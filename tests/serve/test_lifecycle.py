@@ -211,11 +211,12 @@ async def _load_with_replica_kill(srv: Server, clients: int, before_s: float, af
 
         async def poll_ready() -> None:
             while not stop.is_set():
+                asked = time.monotonic()  # a poll counts from when it was sent, not when it was answered
                 try:
                     r = await client.get("/readyz", timeout=30)
-                    ready_states.append((time.monotonic(), r.json()["status"], r.status_code))
+                    ready_states.append((asked, r.json()["status"], r.status_code))
                 except httpx.HTTPError as exc:
-                    ready_states.append((time.monotonic(), type(exc).__name__, 0))
+                    ready_states.append((asked, type(exc).__name__, 0))
                 await asyncio.sleep(0.25)
 
         tasks = [asyncio.create_task(worker()) for _ in range(clients)] + [asyncio.create_task(poll_ready())]
