@@ -6,8 +6,10 @@
 - ``POST /v1/search``: retrieve, rerank with dynamic K, return the top ``top_n``.
 - ``POST /v1/embeddings``: OpenAI-shaped.
 
-Unknown request fields are ignored (clients of other rerank APIs send extras); limits that
-depend on the server's settings are checked by the ingress after the schema (400/413).
+Unknown request fields of these routes are ignored (clients of other rerank APIs send extras);
+the dialect routes (``serve.app.dialects``) refuse them. Limits that depend on the server's
+settings are checked by the ingress after the schema (400/413) and stated in the served OpenAPI
+schema through ``dialects.contract.limited`` markers.
 """
 
 from __future__ import annotations
