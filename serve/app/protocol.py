@@ -66,8 +66,8 @@ class RerankRequest(_Request):
         None, description="object documents: the fields ranked on, in this order (Cohere v1: the YAML of "
                           "these fields; fields a document lacks are skipped); default: `text`")
     max_chunks_per_doc: Annotated[int, Field(ge=1, le=1), Strict(), BeforeValidator(_integral)] | None = Field(
-        None, description="Cohere v1: only 1 is served — each document is scored on its first "
-                                      "chunk of the model's max_length tokens (meta.truncated lists the cut ones)")
+        None, description="Cohere v1: only 1 is served — each document is scored on its first chunk of the "
+                          "model's max_length tokens (meta.truncated lists the cut ones)")
 
 
 class RerankDocument(BaseModel):
