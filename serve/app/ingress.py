@@ -1,6 +1,8 @@
 """The HTTP ingress: FastAPI on Ray Serve (``@serve.ingress``).
 
-Routes: ``POST /v1/rerank``, ``POST /v1/search``, ``POST /v1/embeddings``, ``GET /v1/models``,
+Routes: ``POST /v1/rerank``, ``POST /v1/search``, ``POST /v1/embeddings``, the client dialects
+(``POST /v2/rerank`` Cohere v2, ``POST /rerank`` TEI or Infinity, ``POST /embed`` TEI; see
+``serve.app.dialects``), ``GET /v1/models``,
 ``GET /v1/canary``, ``GET /v1/quality`` (scoring routes: bearer API key when keys are configured),
 ``GET /healthz``, ``GET /readyz``, ``GET /metrics`` (open unless ``auth.protect_metrics``).
 

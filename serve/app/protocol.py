@@ -6,9 +6,10 @@
 - ``POST /v1/search``: retrieve, rerank with dynamic K, return the top ``top_n``.
 - ``POST /v1/embeddings``: OpenAI-shaped.
 
-Unknown request fields are ignored (clients of other rerank APIs send extras); limits that
-depend on the server's settings are checked by the ingress after the schema (400/413). Every
-response body is built here (the ``*.build`` class methods); responses forbid undeclared fields.
+Unknown request fields of these routes are ignored (clients of other rerank APIs send extras);
+the dialect routes (``serve.app.dialects``) refuse them. Limits that depend on the server's
+settings are checked by the ingress after the schema (400/413) and stated in the served OpenAPI
+schema through ``dialects.contract.limited`` markers. Response bodies forbid undeclared fields.
 The internal call of the ``Searcher`` deployment (:class:`SearchCall` → :class:`SearchOutcome`)
 lives here too, so the ingress, the Searcher and the shadow evaluator share one shape.
 """
@@ -98,8 +99,8 @@ class RerankRequest(_Request):
         None, description="object documents: the fields ranked on, in this order (Cohere v1: the YAML of "
                           "these fields; fields a document lacks are skipped); default: `text`")
     max_chunks_per_doc: Annotated[int, Field(ge=1, le=1), Strict(), BeforeValidator(_integral)] | None = Field(
-        None, description="Cohere v1: only 1 is served — each document is scored on its first "
-                                      "chunk of the model's max_length tokens (meta.truncated lists the cut ones)")
+        None, description="Cohere v1: only 1 is served — each document is scored on its first chunk of the "
+                          "model's max_length tokens (meta.truncated lists the cut ones)")
 
 
 class RerankDocument(_Response):

@@ -166,7 +166,8 @@ def test_jina_embedding_objects(client) -> None:
     plain = client.post("/v1/embeddings", json={"input": ["free disk space", "list open ports"]}).json()
     assert np.allclose([d["embedding"] for d in objects.json()["data"]], [d["embedding"] for d in plain["data"]])
     bad = client.post("/v1/embeddings", json={"input": [{"txt": "a"}]})
-    assert bad.status_code == 422 and "input[0]" in bad.json()["error"]["message"]
+    message = bad.json()["error"]["message"]
+    assert bad.status_code == 422 and "[0].JinaText.txt: Extra inputs are not permitted" in message
 
 
 def test_models_list_aliases_and_unknown_model_lists_them(client) -> None:
