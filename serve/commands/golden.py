@@ -45,8 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--batch-size", type=int, default=None, help="passages per listwise call (default 5)")
     build.add_argument("--max-calls", type=int, default=None, help="listwise calls per query at most (default 60)")
     build.add_argument("--stable-rounds", type=int, default=None, help="rounds the top-k must hold (default 5)")
-    build.add_argument("--z", type=float, default=None, help="confidence-bound width of the lock rule (default 2)")
-    build.add_argument("--confirmations", type=int, default=None, help="net pairwise wins that lock a preference (default 3)")
+    build.add_argument("--z", type=float, default=None, help="confidence-bound width of the lock rule (default 3)")
+    build.add_argument("--confirmations", type=int, default=None, help="net pairwise wins that lock a preference (default 5)")
     build.add_argument("--seed", type=int, default=None, help="seed of the batch shuffle (default 0)")
     build.add_argument("--embedder", metavar="PATH", default=None,
                        help="bi-encoder the index was built with (default: the bundled all-MiniLM-L6-v2)")

@@ -28,7 +28,7 @@ from steadyrank.serve.golden.checkpoint import Checkpoint, write_json
 from steadyrank.serve.golden.judges import Judge, Passage
 from steadyrank.serve.golden.pool import RETRIEVERS, Retriever, pool_query
 from steadyrank.serve.golden.prune import PruneSettings, prune
-from steadyrank.serve.golden.refine import RefineSettings, RefineState, next_batch, observe
+from steadyrank.serve.golden.refine import RefineSettings, RefineState, run_refinement
 from steadyrank.serve.golden.summary import query_record, summarise
 
 GOLDEN_FILE = "golden.jsonl"
@@ -111,17 +111,20 @@ class GoldenBuild:
                     self.checkpoint.save(position, st)
                     if st["refine"]["done"]:
                         bar.update()
-                state = RefineState.from_json(st["refine"])
-                while not state.done:
-                    batch = next_batch(state, s.refine, salt=st["query_id"])
+                index = {doc: i for i, doc in enumerate(st["kept"])}
+
+                def rank_batch(batch: list[int], st: dict[str, Any] = st, index: dict[str, int] = index) -> list[int]:
                     call = self.judge.rank(st["query"], self._passages([st["kept"][i] for i in batch]))
-                    index = {doc: i for i, doc in enumerate(st["kept"])}
-                    state = observe(state, [index[d] for d in call.answer["ranking"]], s.refine)
                     st["rank_calls"].append(call.to_json())
+                    return [index[d] for d in call.answer["ranking"]]
+
+                def on_round(state: RefineState, st: dict[str, Any] = st, position: int = position) -> None:
                     st["refine"] = state.to_json()
                     self.checkpoint.save(position, st)
                     if state.done:
                         bar.update()
+
+                run_refinement(RefineState.from_json(st["refine"]), s.refine, st["query_id"], rank_batch, on_round)
         return write_outputs(self.out_dir, states)
 
 

@@ -22,6 +22,7 @@ Initial θ is the single-shot grade (1–5) times ``grade_scale`` plus a tiny re
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -41,12 +42,12 @@ class RefineSettings(BaseModel):
     batch_size: int = Field(5, ge=2, description="items per listwise judge call")
     max_calls: int = Field(60, ge=0, description="listwise judge calls per query at most")
     stable_rounds: int = Field(5, ge=1, description="stop when the top_k order is unchanged for this many rounds")
-    step: float = Field(0.5, gt=0, description="initial PL step η₀ (log-worth per unit gradient)")
-    decay: float = Field(0.2, ge=0, description="step decay: η_i = η₀ / (1 + decay · n_i)")
+    step: float = Field(1.0, gt=0, description="initial PL step η₀ (log-worth per unit gradient)")
+    decay: float = Field(0.3, ge=0, description="step decay: η_i = η₀ / (1 + decay · n_i)")
     prior_information: float = Field(1.0, gt=0, description="Fisher information I₀ of the grade prior")
     grade_scale: float = Field(1.0, gt=0, description="initial log-worth per rubric grade")
-    z: float = Field(2.0, gt=0, description="confidence-bound width for the bound lock rule")
-    confirmations: int = Field(3, ge=1, description="net pairwise wins that lock a preference")
+    z: float = Field(3.0, gt=0, description="confidence-bound width for the bound lock rule")
+    confirmations: int = Field(5, ge=1, description="net pairwise wins that lock a preference")
     seed: int = Field(0, description="seed of the batch presentation shuffle")
 
 
@@ -143,3 +144,14 @@ def observe(state: RefineState, ranking: list[int], settings: RefineSettings) ->
     new.done = new.stable_for >= settings.stable_rounds or new.rounds >= settings.max_calls
     new.history = state.history + [{"round": new.rounds, "ranking": list(ranking), "new_locks": new_locks}]
     return new
+
+
+def run_refinement(state: RefineState, settings: RefineSettings, salt: str,
+                   rank_batch: Callable[[list[int]], list[int]],
+                   on_round: Callable[[RefineState], None] = lambda state: None) -> RefineState:
+    """Rounds until done: ``rank_batch(batch)`` is the judge's answer (items best first);
+    ``on_round(new_state)`` runs after every update (checkpoint there)."""
+    while not state.done:
+        state = observe(state, rank_batch(next_batch(state, settings, salt)), settings)
+        on_round(state)
+    return state

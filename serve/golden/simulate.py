@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -43,3 +44,57 @@ class SimulatedPLJudge(Judge):
         # A PL draw: Gumbel-perturbed log-worths sorted descending (equivalent to sequential sampling).
         keys = np.log(worth) + rng.gumbel(size=len(ids))
         return JudgeCall("rank", ids, prompt_hash([query, ids]), {"ranking": [ids[i] for i in np.argsort(-keys)]})
+
+
+def kendall_tau_to_truth(order: Sequence[int], utilities: np.ndarray) -> float:
+    """Kendall τ-b between an order (best first) and the true utilities."""
+    from scipy.stats import kendalltau
+
+    positions = np.empty(len(order))
+    positions[list(order)] = np.arange(len(order))
+    return float(kendalltau(-positions, utilities).statistic)
+
+
+def simulate_query(n_items: int, settings: Any, *, seed: int, temperature: float = 1.0,
+                   grade_noise: float = 0.7) -> dict[str, Any]:
+    """One simulated query: true utilities ~ U(1, 5), single-shot grades, then refinement rounds.
+
+    Returns Kendall τ-b to the truth of: the single-shot grades (``n_items`` grade calls); grades
+    averaged over repeated grading at the same total number of calls as refinement
+    (``repeated_grades``, the equal-budget peer); the refined order after every round
+    (``curve``: ``[(judge calls, τ)]``, grade calls included).
+    """
+    from steadyrank.serve.golden.refine import RefineState, run_refinement
+
+    rng = np.random.default_rng(seed)
+    utilities = rng.uniform(1.0, 5.0, size=n_items)
+    docs = [f"d{i}" for i in range(n_items)]
+    judge = SimulatedPLJudge(dict(zip(docs, utilities)), temperature=temperature, grade_noise=grade_noise, seed=seed)
+    grades = [next(iter(call.answer["grades"].values())) for call in judge.grade("q", [(d, "") for d in docs])]
+    state = RefineState.start(grades, settings)
+    curve = [(n_items, kendall_tau_to_truth(state.order(), utilities))]
+
+    def rank_batch(batch: list[int]) -> list[int]:
+        ranking = judge.rank("q", [(docs[i], "") for i in batch]).answer["ranking"]
+        return [int(d[1:]) for d in ranking]
+
+    def on_round(new: RefineState) -> None:
+        curve.append((n_items + new.rounds, kendall_tau_to_truth(new.order(), utilities)))
+
+    final = run_refinement(state, settings, f"sim-{seed}", rank_batch, on_round)
+    total_calls = n_items + final.rounds
+    repeats = max(1, total_calls // n_items)
+    repeated = np.mean([[next(iter(c.answer["grades"].values())) for c in judge.grade(f"q{r}", [(d, "") for d in docs])]
+                        for r in range(repeats)], axis=0)
+    from scipy.stats import kendalltau
+
+    return {
+        "single_shot": float(kendalltau(grades, utilities).statistic),
+        "repeated_grades": float(kendalltau(repeated, utilities).statistic),
+        "repeated_grade_calls": repeats * n_items,
+        "refined": curve[-1][1],
+        "judge_calls": total_calls,
+        "curve": curve,
+        "locks": len(final.locks),
+        "stability_round": final.stability_round,
+    }

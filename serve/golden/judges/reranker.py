@@ -2,7 +2,8 @@
 
 Grades: ``grade(s) = 1 + #{t ∈ thresholds : s ≥ t}`` on the FP32 score s (HPS: logits or embeddings
 upcast before φ). Listwise: the batch sorted by score, best first (equal scores keep batch order).
-One ``grade`` call scores all passages of a query in one batched pass. The judge is deterministic.
+One ``grade`` call scores all passages of a query in one batched pass. The judge is deterministic, so
+scores are cached per (query, passage): a listwise call on passages graded before costs no forward pass.
 """
 
 from __future__ import annotations
@@ -21,12 +22,17 @@ class RerankerJudge(Judge):
         self.settings = settings
         path = None if settings.model == "bundled" else settings.model
         self.scorer = load_scorer(ModelSettings(path=path, precision=settings.precision))
+        self._cache: dict[tuple[str, str], float] = {}
 
     def check(self) -> None:
         """A loaded model always answers."""
 
     def _scores(self, query: str, passages: Sequence[Passage]) -> tuple[np.ndarray, str]:
-        scores = self.scorer.score_pairs([(query, text) for _, text in passages])[0].astype(np.float32)
+        missing = list(dict.fromkeys(text for _, text in passages if (query, text) not in self._cache))
+        if missing:
+            fresh = self.scorer.score_pairs([(query, text) for text in missing])[0]
+            self._cache.update({(query, text): float(np.float32(s)) for text, s in zip(missing, fresh, strict=True)})
+        scores = np.array([self._cache[(query, text)] for _, text in passages], dtype=np.float32)
         digest = prompt_hash({"model": self.scorer.model_id, "precision": self.settings.precision,
                               "query": query, "passages": [text for _, text in passages]})
         return scores, digest
