@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from scipy.stats import kendalltau
 
 from steadyrank.serve.golden.judges import Judge, JudgeCall, Passage, prompt_hash
 
@@ -39,16 +40,15 @@ class SimulatedPLJudge(Judge):
     def rank(self, query: str, passages: Sequence[Passage]) -> JudgeCall:
         self.calls += 1
         ids = [doc for doc, _ in passages]
-        worth = np.exp(np.array([self.utilities[d] for d in ids]) / self.temperature)
+        log_worth = np.array([self.utilities[d] for d in ids]) / self.temperature
         rng = self._rng(query, *ids)
         # A PL draw: Gumbel-perturbed log-worths sorted descending (equivalent to sequential sampling).
-        keys = np.log(worth) + rng.gumbel(size=len(ids))
+        keys = log_worth + rng.gumbel(size=len(ids))
         return JudgeCall("rank", ids, prompt_hash([query, ids]), {"ranking": [ids[i] for i in np.argsort(-keys)]})
 
 
 def kendall_tau_to_truth(order: Sequence[int], utilities: np.ndarray) -> float:
     """Kendall τ-b between an order (best first) and the true utilities."""
-    from scipy.stats import kendalltau
 
     positions = np.empty(len(order))
     positions[list(order)] = np.arange(len(order))
@@ -61,7 +61,7 @@ def simulate_query(n_items: int, settings: Any, *, seed: int, temperature: float
 
     Returns Kendall τ-b to the truth of: the single-shot grades (``n_items`` grade calls); grades
     averaged over repeated grading at the same total number of calls as refinement
-    (``repeated_grades``, the equal-budget peer); the refined order after every round
+    (``repeated_grades``, the equal-budget peer; ``repeated_curve``: ``[(grade calls, τ)]`` per pass); the refined order after every round
     (``curve``: ``[(judge calls, τ)]``, grade calls included).
     """
     from steadyrank.serve.golden.refine import RefineState, run_refinement
@@ -83,15 +83,14 @@ def simulate_query(n_items: int, settings: Any, *, seed: int, temperature: float
 
     final = run_refinement(state, settings, f"sim-{seed}", rank_batch, on_round)
     total_calls = n_items + final.rounds
-    repeats = max(1, total_calls // n_items)
-    repeated = np.mean([[next(iter(c.answer["grades"].values())) for c in judge.grade(f"q{r}", [(d, "") for d in docs])]
-                        for r in range(repeats)], axis=0)
-    from scipy.stats import kendalltau
-
+    passes = [grades] + [[next(iter(c.answer["grades"].values())) for c in judge.grade(f"q{r}", [(d, "") for d in docs])]
+                         for r in range(1, max(1, total_calls // n_items))]
+    repeated = [(r * n_items, float(kendalltau(np.mean(passes[:r], axis=0), utilities).statistic))
+                for r in range(1, len(passes) + 1)]
     return {
-        "single_shot": float(kendalltau(grades, utilities).statistic),
-        "repeated_grades": float(kendalltau(repeated, utilities).statistic),
-        "repeated_grade_calls": repeats * n_items,
+        "single_shot": repeated[0][1],
+        "repeated_grades": repeated[-1][1],
+        "repeated_curve": repeated,
         "refined": curve[-1][1],
         "judge_calls": total_calls,
         "curve": curve,
