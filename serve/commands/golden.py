@@ -60,6 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                             "qrels' ideal order under the golden grades, coverage).")
     audit.add_argument("golden_dir", metavar="GOLDEN_DIR")
     audit.add_argument("--qrels", default=None, help="TREC or BEIR qrels file to compare with")
+    audit.add_argument("--qrels-rubric", action="store_true",
+                       help="the qrels grades are on the 1-5 rubric (like the demo's), not relevance 0-3")
     audit.add_argument("--k", type=int, default=10, help="cutoff of RA-nWG (default %(default)s)")
     audit.add_argument("--json", action="store_true", help="print JSON")
     audit.set_defaults(func=run_audit)
@@ -174,7 +176,8 @@ def run_audit(args: argparse.Namespace) -> int:
     if args.qrels:
         golden = load_golden(root / GOLDEN_FILE)
         agreement = qrels_agreement({q.query_id: q.judgments for q in golden.queries.values()},
-                                    read_qrels(args.qrels), k=args.k)
+                                    read_qrels(args.qrels), k=args.k,
+                                    qrels_rubric=args.qrels_rubric)
         report["qrels"] = {"file": args.qrels, **agreement}
     if args.json:
         print(dumps_json(report))

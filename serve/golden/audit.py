@@ -38,8 +38,12 @@ def _defined(value: float | None) -> float:
     return math.nan if value is None else float(value)
 
 
-def qrels_agreement(golden: Mapping[str, Mapping[str, int]], qrels: Qrels, *, k: int = 10) -> dict[str, Any]:
-    """Agreement of golden judgments ``{qid: {doc: rubric}}`` with ``qrels`` ``{qid: {doc: grade}}``."""
+def qrels_agreement(golden: Mapping[str, Mapping[str, int]], qrels: Qrels, *, k: int = 10,
+                    qrels_rubric: bool = False) -> dict[str, Any]:
+    """Agreement of golden judgments ``{qid: {doc: rubric}}`` with ``qrels`` ``{qid: {doc: grade}}``
+    (relevance grades 0–3, or the 1–5 rubric with ``qrels_rubric``, then mapped like the golden grades)."""
+    if qrels_rubric:
+        qrels = {q: {d: max(0.0, float(g) - 2) for d, g in docs.items()} for q, docs in qrels.items()}
     shared = [q for q in golden if q in qrels]
     if not shared:
         raise ValueError("the golden set and the qrels share no query id")
