@@ -122,7 +122,9 @@ def run_build(args: argparse.Namespace) -> int:
             from steadyrank.serve.commands.index import load_embedder_arg
 
             embedder = load_embedder_arg(args.embedder)
-        stores = [(Path(p).name or p, stack.enter_context(IndexStore.open(p, embedder))) for p in args.index]
+        names = [Path(p).name or p for p in args.index]
+        names = names if len(set(names)) == len(names) else list(args.index)  # provenance keys must differ
+        stores = [(name, stack.enter_context(IndexStore.open(p, embedder))) for name, p in zip(names, args.index, strict=True)]
         judge = make_judge(judge_settings)
         judge.check()
         fingerprint = {

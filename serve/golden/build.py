@@ -148,6 +148,7 @@ def write_outputs(out_dir: Path, states: Sequence[dict[str, Any]]) -> dict[str, 
     summary = summarise(records)
     write_json(out_dir / SUMMARY_FILE, json_safe(summary))
     lines = "".join(json.dumps({"query_id": r["query_id"], "query": r["query"], "judgments": r["judgments"],
-                                "ranking": r["refined_order"]}, ensure_ascii=False) + "\n" for r in records)
+                                "ranking": r["refined_order"]}, ensure_ascii=False) + "\n"
+                    for r in records if r["judgments"])  # a query whose pool was empty has nothing to serve
     atomic_write_bytes(out_dir / GOLDEN_FILE, lines.encode("utf-8"))
     return summary

@@ -74,6 +74,7 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     calls = Counter(c["kind"] for r in records for c in r["judge_calls"])
     return {
         "queries": len(records),
+        "queries_without_candidates": [r["query_id"] for r in records if not r["judgments"]],
         "grade_distribution": {str(g): grades.get(g, 0) for g in range(1, 6)},
         "pool_size": _stats([len(r["pool"]) for r in records]),
         "kept": _stats([len(r["judgments"]) for r in records]),
