@@ -134,3 +134,16 @@ def test_built_golden_set_feeds_the_shadow_evaluator(reference, demo_index):
     window = service.status()["windows"]["primary"]
     assert window["n"] == 3 and 0 < window["quality"]["ra_nwg@10"]["expected"] <= 1
     store.close()
+
+
+def test_a_query_without_candidates_is_listed_and_left_out(reference, demo_index, tmp_path, capsys):
+    _, _, args = reference
+    judge = Path(args[args.index("--judge") + 1])
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text('{"_id": "q01", "text": "restart a crashed systemd service"}\n'
+                       '{"_id": "nothing", "text": "zzqx wvvk"}\n', encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(build_args(demo_index, queries, out, judge)) == 0
+    summary = first_json(capsys.readouterr().out)
+    assert summary["queries"] == 2 and summary["queries_without_candidates"] == ["nothing"]
+    assert list(load_golden(out / "golden.jsonl").queries) == ["q01"]
