@@ -1,0 +1,123 @@
+"""A small OpenAI-compatible chat server on 127.0.0.1 standing in for an LLM judge.
+
+No LLM can run on the test machines, so this stands in for vLLM or a hosted endpoint: it speaks the
+real wire protocol (``GET /v1/models``, ``POST /v1/chat/completions``) that the real ``openai``
+client talks to. Its answers are deterministic functions of the prompt (word overlap between query
+and passage), so builds against it are reproducible. It can fail (HTTP 500), answer invalid JSON,
+or delay answers, and records requests and the peak number in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MODEL = "standin-judge"
+
+
+def overlap(query: str, passage: str) -> float:
+    """Share of the query's words found in the passage."""
+    words = set(re.findall(r"\w+", query.lower()))
+    return len(words & set(re.findall(r"\w+", passage.lower()))) / max(1, len(words))
+
+
+def _grade_answer(prompt: str) -> dict[str, Any]:
+    query = re.search(r"Query: (.*)", prompt).group(1)
+    passage = prompt.split("Passage:\n", 1)[1].split("\n\nAnswer with", 1)[0]
+    score = overlap(query, passage)
+    return {"grade": 1 + sum(score >= t for t in (0.15, 0.3, 0.45, 0.6)), "reason": f"overlap {score:.2f}"}
+
+
+def _rank_answer(prompt: str) -> dict[str, Any]:
+    query = re.search(r"Query: (.*)", prompt).group(1)
+    passages = dict(re.findall(r"^\[([A-Z])\] (.*)$", prompt, flags=re.MULTILINE))
+    return {"ranking": sorted(passages, key=lambda label: (-overlap(query, passages[label]), label))}
+
+
+class StandinLLM:
+    """The server; ``fail_first``/``invalid_first`` requests fail with 500 / answer non-JSON."""
+
+    def __init__(self, *, delay_s: float = 0.0, fail_first: int = 0, invalid_first: int = 0) -> None:
+        self.delay_s, self.fail_first, self.invalid_first = delay_s, fail_first, invalid_first
+        self.requests = 0
+        self.completions = 0
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.lock = threading.Lock()
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, payload: Any) -> None:
+                body = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "test"}]})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                standin.handle(self, body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def handle(self, handler: Any, body: dict[str, Any]) -> None:
+        with self.lock:
+            self.requests += 1
+            number = self.requests
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            time.sleep(self.delay_s)
+            if number <= self.fail_first:
+                handler._send(500, {"error": {"message": "overloaded", "type": "server_error"}})
+                return
+            prompt = body["messages"][-1]["content"]
+            answer = _rank_answer(prompt) if "[A]" in prompt else _grade_answer(prompt)
+            content = "sorry, I cannot help" if number <= self.fail_first + self.invalid_first else json.dumps(answer)
+            handler._send(200, {
+                "id": f"c{number}", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+                "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(content.split()),
+                          "total_tokens": len(prompt.split()) + len(content.split())},
+            })
+            with self.lock:
+                self.completions += 1
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+    def __enter__(self) -> StandinLLM:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def judge_config(path, base_url: str, **overrides: Any):
+    """Write an ``openai-chat`` judge config for the stand-in; returns its path."""
+    config = {"type": "openai-chat", "base_url": base_url, "model": MODEL, "backoff_s": 0.01, "max_retries": 3,
+              "max_concurrency": 2, "timeout_s": 10, **overrides}
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path

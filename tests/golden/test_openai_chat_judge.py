@@ -1,0 +1,90 @@
+"""The ``openai-chat`` judge through the real ``openai`` client against a stand-in server.
+
+No LLM can run on the test machines: ``tests/golden/llm_standin.py`` is a small OpenAI-compatible
+HTTP server on 127.0.0.1 standing in for one (deterministic answers, injectable failures).
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from steadyrank.serve.golden.judges import JudgeError, JudgeUnavailableError, OpenAIChatJudgeSettings, make_judge
+from steadyrank.serve.golden.judges.openai_chat import InvalidAnswerError, parse_grade, parse_ranking
+from tests.golden.llm_standin import MODEL, StandinLLM
+
+QUERY = "restart a crashed systemd service"
+PASSAGES = [
+    ("d1", "Set Restart=on-failure in the systemd service unit to restart a crashed service."),
+    ("d2", "A systemd service unit describes a daemon."),
+    ("d3", "Bake bread at 220 degrees."),
+    ("d4", "Use journalctl to read the service logs."),
+]
+
+
+def settings(base_url: str, **overrides) -> OpenAIChatJudgeSettings:
+    options = {"backoff_s": 0.01, "max_retries": 3, "timeout_s": 10, **overrides}
+    return OpenAIChatJudgeSettings(type="openai-chat", base_url=base_url, model=MODEL, **options)
+
+
+def test_grades_ranks_and_counts_tokens():
+    with StandinLLM() as llm:
+        judge = make_judge(settings(llm.base_url))
+        judge.check()
+        calls = list(judge.grade(QUERY, PASSAGES))
+        grades = {d: g for c in calls for d, g in c.answer["grades"].items()}
+        assert grades["d1"] == 5 and grades["d3"] == 1 and set(grades) == {"d1", "d2", "d3", "d4"}
+        assert all(c.prompt_tokens > 50 and c.completion_tokens > 0 and c.attempts == 1 for c in calls)
+        assert len({c.prompt_sha256 for c in calls}) == 4
+        ranked = judge.rank(QUERY, PASSAGES)
+        assert ranked.answer["ranking"][0] == "d1" and ranked.answer["ranking"][-1] == "d3"
+        assert sorted(ranked.answer["ranking"]) == ["d1", "d2", "d3", "d4"]
+
+
+def test_retries_server_errors_and_invalid_answers_with_backoff():
+    with StandinLLM(fail_first=2, invalid_first=1) as llm:
+        judge = make_judge(settings(llm.base_url))
+        call = judge.rank(QUERY, PASSAGES)
+        assert call.attempts == 4 and llm.requests == 4  # 2 × HTTP 500, 1 × non-JSON, then valid
+        assert call.answer["ranking"][0] == "d1"
+        assert call.prompt_tokens > 0  # tokens of the invalid attempt count too
+
+
+def test_gives_up_after_max_retries_with_a_clear_error():
+    with StandinLLM(fail_first=100) as llm:
+        judge = make_judge(settings(llm.base_url, max_retries=2))
+        with pytest.raises(JudgeError, match="failed 3 times"):
+            judge.rank(QUERY, PASSAGES)
+        assert llm.requests == 3
+
+
+def test_concurrency_limit_is_respected():
+    with StandinLLM(delay_s=0.2) as llm:
+        judge = make_judge(settings(llm.base_url, max_concurrency=2))
+        passages = [(f"d{i}", f"passage number {i} about systemd") for i in range(8)]
+        assert len(list(judge.grade(QUERY, passages))) == 8
+        assert llm.peak_in_flight == 2
+
+
+def test_unreachable_judge_and_unknown_model():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(JudgeUnavailableError, match="cannot reach the judge"):
+        make_judge(settings(f"http://127.0.0.1:{port}/v1", timeout_s=2)).check()
+    with StandinLLM() as llm, pytest.raises(JudgeUnavailableError, match="does not serve 'other'"):
+        make_judge(settings(llm.base_url).model_copy(update={"model": "other"})).check()
+
+
+@pytest.mark.parametrize("content", ['{"grade": 6}', '{"grade": true}', '{"grade": "4"}', "[4]", "four", None])
+def test_grade_answers_are_validated(content):
+    with pytest.raises(InvalidAnswerError):
+        parse_grade(content)
+
+
+def test_ranking_answers_are_validated():
+    assert parse_ranking('```json\n{"ranking": ["B", "A"]}\n```', ["A", "B"]) == ["B", "A"]
+    for bad in ('{"ranking": ["A"]}', '{"ranking": ["A", "A"]}', '{"ranking": ["A", "C"]}', '{"order": ["A", "B"]}'):
+        with pytest.raises(InvalidAnswerError):
+            parse_ranking(bad, ["A", "B"])
