@@ -40,7 +40,8 @@ from steadyrank.retrieval.corpus import read_documents
 from steadyrank.retrieval.dense import DenseIndex, DenseSettings
 from steadyrank.retrieval.pipeline import Ranked, latency_summary, rerank_candidates
 from steadyrank.retrieval.routing import RoutingSettings
-from steadyrank.retrieval.store import MODES, IndexStore, build_index, embed_documents
+from steadyrank.retrieval.store import MODES, IndexStore, build_index
+from steadyrank.serve.clq.builds import CachedEmbedder, cached_corpus_vectors
 from steadyrank.serve.commands.output import dumps_json, format_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,39 +53,11 @@ RETRIEVAL_STAGES = ("embed", "dense", "bm25", "fuse")
 FACTORIES = ("Flat", "HNSW32,Flat", "IVF64,SQ8")
 
 
-class CachedEmbedder:
-    """The real embedder, with corpus vectors served from a cache (same ``model_id``/``dim``)."""
-
-    def __init__(self, embedder: Any, texts: list[str], vectors: np.ndarray) -> None:
-        self.model_id = embedder.model_id
-        self.dim = embedder.dim
-        self._embedder = embedder
-        self._rows = {t: i for i, t in enumerate(texts)}
-        self._vectors = vectors
-
-    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
-        if all(t in self._rows for t in texts):
-            return self._vectors[[self._rows[t] for t in texts]]
-        return self._embedder.encode(texts, show_progress=show_progress)
-
-
-def corpus_vectors(data: Path, documents: list, embedder: Any, cache: Path) -> np.ndarray:
-    """Corpus embeddings, computed once per (corpus bytes, embedder id) and cached as .npy."""
-    digest = hashlib.sha256((data / "corpus.jsonl").read_bytes() + embedder.model_id.encode()).hexdigest()[:16]
-    path = cache / f"embeddings-{digest}.npy"
-    if path.exists():
-        return np.load(path)
-    with tqdm(total=len(documents), desc="embedding corpus (cached afterwards)", unit="doc", file=sys.stderr) as bar:
-        vectors = embed_documents(embedder, documents, on_progress=bar.update)
-    cache.mkdir(parents=True, exist_ok=True)
-    np.save(path, vectors)
-    return vectors
-
-
-def rerank_all(store: IndexStore, queries: dict[str, str], reranker: Any, base: RoutingSettings) -> dict[str, dict[str, Ranked]]:
+def rerank_all(store: IndexStore, queries: dict[str, str], reranker: Any, base: RoutingSettings,
+               modes: list[str]) -> dict[str, dict[str, Ranked]]:
     """Every mode × query, retrieved to k_high and reranked in two passes (route fixed100)."""
     out: dict[str, dict[str, Ranked]] = {}
-    for mode in MODES:
+    for mode in modes:
         out[mode] = {}
         for qid, text in tqdm(queries.items(), desc=f"{mode}: retrieve + rerank", unit="query", file=sys.stderr):
             candidates = store.search(text, mode=mode, depth=base.k_high)
@@ -161,8 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerank", default=None, help="reranker model directory (default: bundled MiniLM, FP32 HPS)")
     parser.add_argument("--rerank-precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     parser.add_argument("--embedder", default=None, help="bi-encoder directory (default: bundled MiniLM)")
+    parser.add_argument("--modes", default=",".join(MODES), help="first stages, comma-separated (default %(default)s)")
     parser.add_argument("--folds", type=int, default=5, help="cross-validation folds for dynamic thresholds")
-    parser.add_argument("--cache", type=Path, default=REPO / ".steadyrank-cache" / "bench-retrieval")
+    parser.add_argument("--cache", type=Path, default=REPO / ".steadyrank-cache" / "bench-retrieval",
+                        help="embedding cache folder; shares vectors with `steadyrank clq sweep --cache` (default %(default)s)")
     parser.add_argument("--reuse-rankings", action="store_true",
                         help="reuse the rerank passes of the previous run with the same inputs (latencies included)")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
@@ -176,10 +151,13 @@ def main(argv: list[str] | None = None) -> int:
     embedder = load_embedder(ModelSettings(path=args.embedder))
     reranker = load_scorer(ModelSettings(path=args.rerank, precision=args.rerank_precision))
     base = RoutingSettings()
-    vectors = corpus_vectors(args.data, documents, embedder, args.cache)
+    vectors, _ = cached_corpus_vectors(documents, embedder, args.cache)
 
+    modes = [m for m in args.modes.split(",") if m]
+    if not modes or set(modes) - set(MODES):
+        parser.error(f"--modes: choose among {', '.join(MODES)}")
     key = hashlib.sha256(json.dumps([str(args.data), embedder.model_id, reranker.model_id, args.rerank_precision,
-                                     base.to_json()]).encode()).hexdigest()[:16]
+                                     base.to_json(), modes]).encode()).hexdigest()[:16]
     rankings_path = args.cache / f"rankings-{key}.pkl"
     with tempfile.TemporaryDirectory() as tmp:
         build_index(Path(tmp) / "flat", documents, CachedEmbedder(embedder, [d.full_text for d in documents], vectors))
@@ -187,11 +165,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.reuse_rankings and rankings_path.exists():
                 rankings = pickle.loads(rankings_path.read_bytes())
             else:
-                rankings = rerank_all(store, queries, reranker, base)
+                rankings = rerank_all(store, queries, reranker, base, modes)
                 rankings_path.write_bytes(pickle.dumps(rankings))
 
     results: dict[str, Any] = {"modes": {}, "targets": {}}
-    for mode in MODES:
+    for mode in modes:
         cv = cross_validated_settings(rankings[mode], beir.qrels, base, args.folds)
         fitted = calibrate(observe(rankings[mode], beir.qrels, base, measure=GAIN_MEASURE, rubric_map=RUBRIC), base)
         routes = {

@@ -75,6 +75,7 @@ def rerank_candidates(
         dense_scores=None if candidates.dense is None else candidates.dense.scores,
         dense_ids=None if candidates.dense is None else candidates.dense.doc_ids,
         sparse_ids=None if candidates.sparse is None else candidates.sparse.doc_ids,
+        sparse_scores=None if candidates.sparse is None else candidates.sparse.scores,
     )
     decision = decide(signals, settings, route)
     timings["route"] = time.perf_counter() - started

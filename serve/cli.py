@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "precision-report": ("steadyrank.serve.commands.precision_report", "FP32/BF16/FP16 with and without HPS: ties and metric ranges"),
     "serve": ("steadyrank.serve.commands.serve", "start the HTTP server (Ray Serve) on the embedded default or a settings file"),
     "canary": ("steadyrank.serve.commands.canary", "canary comparison of a running steadyrank server"),
+    "clq": ("steadyrank.serve.commands.clq", "cost-latency-quality sweep: Pareto frontier and SLA/budget picks"),
 }
 
 
