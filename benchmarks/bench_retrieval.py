@@ -8,7 +8,11 @@ pointwise reranker), so every route sees identical scores and the latencies are 
 
 Dynamic thresholds are calibrated (objective: gain per extra candidate, ≥ 90 % of fixed-100's
 RA-nWG@30 gain) with k-fold cross-validation over queries: each query is routed by thresholds fitted
-on the other folds. ``dynamic-insample`` (fitted on all queries) and ``dynamic-default`` (built-in
+on the other folds; ``dynamic-model`` is the logistic routing model (``route calibrate --model``),
+cross-validated the same way, escalating at most 30 % of the training queries (65 % of fixed-100's
+candidates). The recovery curves (gain recovered vs candidates reranked) of the oracle (queries
+escalated in order of their true gain: the best any per-query choice of K can do) and of the
+model's out-of-fold probabilities are reported per mode. ``dynamic-insample`` (fitted on all queries) and ``dynamic-default`` (built-in
 thresholds) are reported beside it.
 
 Embeddings of the corpus are cached under ``.steadyrank-cache/`` (git-ignored), keyed by the corpus
@@ -35,12 +39,21 @@ from tqdm import tqdm
 
 from steadyrank.metrics import evaluate
 from steadyrank.metrics.io import read_beir
-from steadyrank.retrieval.calibration import calibrate, observe, replay_route
+from steadyrank.retrieval.calibration import (
+    best_recovery_within,
+    calibrate,
+    fit_model,
+    observe,
+    recovery_curve,
+    replay_route,
+)
+from steadyrank.retrieval.routing import model_probability
 from steadyrank.retrieval.corpus import read_documents
 from steadyrank.retrieval.dense import DenseIndex, DenseSettings
 from steadyrank.retrieval.pipeline import Ranked, latency_summary, rerank_candidates
 from steadyrank.retrieval.routing import RoutingSettings
-from steadyrank.retrieval.store import MODES, IndexStore, build_index, embed_documents
+from steadyrank.retrieval.store import MODES, IndexStore, build_index
+from steadyrank.serve.clq.builds import CachedEmbedder, cached_corpus_vectors
 from steadyrank.serve.output import dumps_json, format_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,41 +63,15 @@ MEASURES = ["ndcg@10", "ra_nwg@10", "ra_nwg@30", "nrecall4@10", "nrecall4@30"]
 GAIN_MEASURE = "ra_nwg@30"
 RETRIEVAL_STAGES = ("embed", "dense", "bm25", "fuse")
 FACTORIES = ("Flat", "HNSW32,Flat", "IVF64,SQ8")
+MAX_SHARE = 0.65  # target: ≥ 90 % of fixed-100's gain at ≤ 65 % of its candidates
+TARGET_RATE = 0.30  # routing model: escalate ≤ 30 % of queries → 50 + 0.3 · 50 = 65 candidates
 
 
-class CachedEmbedder:
-    """The real embedder, with corpus vectors served from a cache (same ``model_id``/``dim``)."""
-
-    def __init__(self, embedder: Any, texts: list[str], vectors: np.ndarray) -> None:
-        self.model_id = embedder.model_id
-        self.dim = embedder.dim
-        self._embedder = embedder
-        self._rows = {t: i for i, t in enumerate(texts)}
-        self._vectors = vectors
-
-    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
-        if all(t in self._rows for t in texts):
-            return self._vectors[[self._rows[t] for t in texts]]
-        return self._embedder.encode(texts, show_progress=show_progress)
-
-
-def corpus_vectors(data: Path, documents: list, embedder: Any, cache: Path) -> np.ndarray:
-    """Corpus embeddings, computed once per (corpus bytes, embedder id) and cached as .npy."""
-    digest = hashlib.sha256((data / "corpus.jsonl").read_bytes() + embedder.model_id.encode()).hexdigest()[:16]
-    path = cache / f"embeddings-{digest}.npy"
-    if path.exists():
-        return np.load(path)
-    with tqdm(total=len(documents), desc="embedding corpus (cached afterwards)", unit="doc", file=sys.stderr) as bar:
-        vectors = embed_documents(embedder, documents, on_progress=bar.update)
-    cache.mkdir(parents=True, exist_ok=True)
-    np.save(path, vectors)
-    return vectors
-
-
-def rerank_all(store: IndexStore, queries: dict[str, str], reranker: Any, base: RoutingSettings) -> dict[str, dict[str, Ranked]]:
+def rerank_all(store: IndexStore, queries: dict[str, str], reranker: Any, base: RoutingSettings,
+               modes: list[str]) -> dict[str, dict[str, Ranked]]:
     """Every mode × query, retrieved to k_high and reranked in two passes (route fixed100)."""
     out: dict[str, dict[str, Ranked]] = {}
-    for mode in MODES:
+    for mode in modes:
         out[mode] = {}
         for qid, text in tqdm(queries.items(), desc=f"{mode}: retrieve + rerank", unit="query", file=sys.stderr):
             candidates = store.search(text, mode=mode, depth=base.k_high)
@@ -93,18 +80,35 @@ def rerank_all(store: IndexStore, queries: dict[str, str], reranker: Any, base: 
 
 
 def cross_validated_settings(
-    rankings: dict[str, Ranked], qrels: dict, base: RoutingSettings, folds: int
+    rankings: dict[str, Ranked], qrels: dict, base: RoutingSettings, folds: int, fitter: Any = calibrate,
+    **options: Any,
 ) -> dict[str, RoutingSettings]:
-    """Per query: thresholds calibrated on the queries of the other folds (round-robin over sorted ids)."""
+    """Per query: settings fitted (``fitter``: thresholds or the routing model) on the queries of the
+    other folds (round-robin over sorted ids)."""
     observations = observe(rankings, qrels, base, measure=GAIN_MEASURE, rubric_map=RUBRIC)
     qids = sorted(o.qid for o in observations)
     fold_of = {qid: i % folds for i, qid in enumerate(qids)}
     per_query = {}
     for fold in range(folds):
         train = [o for o in observations if fold_of[o.qid] != fold]
-        settings = calibrate(train, base, measure=GAIN_MEASURE).settings
+        settings = fitter(train, base, measure=GAIN_MEASURE, **options).settings
         per_query.update({qid: settings for qid in qids if fold_of[qid] == fold})
     return per_query
+
+
+def recovery(rankings: dict[str, Ranked], qrels: dict, base: RoutingSettings, model_cv: dict[str, RoutingSettings],
+             max_share: float) -> dict[str, Any]:
+    """Recovery curves (gain recovered vs candidates reranked): the oracle (queries escalated in order
+    of their true gain) and the routing model's out-of-fold probabilities; best recovery within
+    ``max_share`` of fixed-100's candidates on each."""
+    observations = observe(rankings, qrels, base, measure=GAIN_MEASURE, rubric_map=RUBRIC)
+    oracle = recovery_curve(observations, [o.gain for o in observations], base.k_low)
+    model = recovery_curve(observations, [model_probability(o.signals, model_cv[o.qid]) for o in observations],
+                           base.k_low)
+    return {"oracle": oracle, "model_cv": model,
+            "oracle_best_within": best_recovery_within(oracle, max_share),
+            "model_cv_best_within": best_recovery_within(model, max_share),
+            "oracle_max": max(p["recovered"] for p in oracle)}
 
 
 def route_row(rankings: dict[str, Ranked], qrels: dict, settings_of: dict[str, RoutingSettings], route: str) -> dict[str, Any]:
@@ -161,8 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerank", default=None, help="reranker model directory (default: bundled MiniLM, FP32 HPS)")
     parser.add_argument("--rerank-precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     parser.add_argument("--embedder", default=None, help="bi-encoder directory (default: bundled MiniLM)")
+    parser.add_argument("--modes", default=",".join(MODES), help="first stages, comma-separated (default %(default)s)")
     parser.add_argument("--folds", type=int, default=5, help="cross-validation folds for dynamic thresholds")
-    parser.add_argument("--cache", type=Path, default=REPO / ".steadyrank-cache" / "bench-retrieval")
+    parser.add_argument("--cache", type=Path, default=REPO / ".steadyrank-cache" / "bench-retrieval",
+                        help="embedding cache folder; shares vectors with `steadyrank clq sweep --cache` (default %(default)s)")
     parser.add_argument("--reuse-rankings", action="store_true",
                         help="reuse the rerank passes of the previous run with the same inputs (latencies included)")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
@@ -176,10 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     embedder = load_embedder(ModelSettings(path=args.embedder))
     reranker = load_scorer(ModelSettings(path=args.rerank, precision=args.rerank_precision))
     base = RoutingSettings()
-    vectors = corpus_vectors(args.data, documents, embedder, args.cache)
+    vectors, _ = cached_corpus_vectors(documents, embedder, args.cache)
 
+    modes = [m for m in args.modes.split(",") if m]
+    if not modes or set(modes) - set(MODES):
+        parser.error(f"--modes: choose among {', '.join(MODES)}")
     key = hashlib.sha256(json.dumps([str(args.data), embedder.model_id, reranker.model_id, args.rerank_precision,
-                                     base.to_json()]).encode()).hexdigest()[:16]
+                                     base.to_json(), modes]).encode()).hexdigest()[:16]
     rankings_path = args.cache / f"rankings-{key}.pkl"
     with tempfile.TemporaryDirectory() as tmp:
         build_index(Path(tmp) / "flat", documents, CachedEmbedder(embedder, [d.full_text for d in documents], vectors))
@@ -187,17 +196,20 @@ def main(argv: list[str] | None = None) -> int:
             if args.reuse_rankings and rankings_path.exists():
                 rankings = pickle.loads(rankings_path.read_bytes())
             else:
-                rankings = rerank_all(store, queries, reranker, base)
+                rankings = rerank_all(store, queries, reranker, base, modes)
                 rankings_path.write_bytes(pickle.dumps(rankings))
 
     results: dict[str, Any] = {"modes": {}, "targets": {}}
-    for mode in MODES:
+    for mode in modes:
         cv = cross_validated_settings(rankings[mode], beir.qrels, base, args.folds)
+        model_cv = cross_validated_settings(rankings[mode], beir.qrels, base, args.folds, fit_model,
+                                            objective="rate", target_rate=TARGET_RATE)
         fitted = calibrate(observe(rankings[mode], beir.qrels, base, measure=GAIN_MEASURE, rubric_map=RUBRIC), base)
         routes = {
             "fixed-50": ("fixed50", dict.fromkeys(queries, base)),
             "fixed-100": ("fixed100", dict.fromkeys(queries, base)),
             "dynamic": ("dynamic", cv),
+            "dynamic-model": ("dynamic", model_cv),
             "dynamic-insample": ("dynamic", dict.fromkeys(queries, fitted.settings)),
             "dynamic-default": ("dynamic", dict.fromkeys(queries, base)),
         }
@@ -206,10 +218,11 @@ def main(argv: list[str] | None = None) -> int:
             "routes": rows,
             "stage_latency": latency_summary([{**r.candidates.timings, **r.timings} for r in rankings[mode].values()]),
             "insample_settings": fitted.settings.to_json(),
+            "recovery": recovery(rankings[mode], beir.qrels, base, model_cv, MAX_SHARE),
         }
         low, high = rows["fixed-50"], rows["fixed-100"]
         gain = high["metrics"][GAIN_MEASURE] - low["metrics"][GAIN_MEASURE]
-        for name in ("dynamic", "dynamic-insample", "dynamic-default"):
+        for name in ("dynamic", "dynamic-model", "dynamic-insample", "dynamic-default"):
             row = rows[name]
             recovered = (row["metrics"][GAIN_MEASURE] - low["metrics"][GAIN_MEASURE]) / gain if gain > 0 else None
             share = row["mean_reranked"] / high["mean_reranked"]
@@ -217,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                 "fixed100_gain": gain,
                 "recovered": recovered,
                 "candidates_vs_fixed100": share,
-                "meets_target": recovered is not None and recovered >= 0.9 and share <= 0.65,
+                "meets_target": recovered is not None and recovered >= 0.9 and share <= MAX_SHARE,
             }
 
     query_vectors = embedder.encode(list(queries.values()))
@@ -262,6 +275,13 @@ def print_tables(results: dict[str, Any]) -> None:
         ["target (dynamic vs fixed)", "fixed-100 gain", "recovered", "candidates / fixed-100", "met"],
         [[k, v["fixed100_gain"], v["recovered"], v["candidates_vs_fixed100"], str(v["meets_target"])]
          for k, v in results["targets"].items()],
+    ))
+    print()
+    print(format_table(
+        ["recovery (gain recovered)", f"oracle ≤ {MAX_SHARE:.0%} candidates", "oracle max",
+         f"model (CV) ≤ {MAX_SHARE:.0%} candidates"],
+        [[mode, b["recovery"]["oracle_best_within"], b["recovery"]["oracle_max"], b["recovery"]["model_cv_best_within"]]
+         for mode, b in results["modes"].items()],
     ))
     print()
     print(format_table(

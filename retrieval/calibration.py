@@ -27,7 +27,15 @@ import numpy as np
 
 from steadyrank.metrics import evaluate
 from steadyrank.retrieval.pipeline import Ranked, serve_order
-from steadyrank.retrieval.routing import Route, RoutingDecision, RoutingSettings, RoutingSignals, decide
+from steadyrank.retrieval.routing import (
+    MODEL_FEATURES,
+    Route,
+    RoutingDecision,
+    RoutingSettings,
+    RoutingSignals,
+    decide,
+    model_probability,
+)
 
 Objective = Literal["rate", "efficiency"]
 OBJECTIVES: tuple[Objective, ...] = ("rate", "efficiency")
@@ -194,14 +202,7 @@ def calibrate(
         esc_gain[i], esc_count[i], esc_extra[i] = fired @ gain, fired.sum(-1), fired @ extra
     enabled = sum(np.indices(shape)[axis] > 0 for axis in range(4))
     total = float(gain[can].sum())
-    if objective == "rate":
-        score = np.where(esc_count <= target_rate * len(signals) + 1e-9, esc_gain, -np.inf)
-    elif total <= 0:
-        score = np.where(esc_count == 0, 0.0, -np.inf)
-    else:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(esc_extra > 0, esc_gain / esc_extra, 0.0)
-        score = np.where(esc_gain >= min_recovery * total - 1e-12, ratio, -np.inf)
+    score = _objective_score(esc_gain, esc_count, esc_extra, total, len(signals), objective, target_rate, min_recovery)
     best = np.lexsort((enabled.ravel(), esc_count.ravel(), -score.ravel()))[0]
     i, j, k, t = np.unravel_index(best, shape)
     settings = replace(
@@ -211,19 +212,137 @@ def calibrate(
         overlap_below=grids[2][k],
         tie_enabled=bool(t),
     )
-    q = len(signals)
-    low = np.array([min(base.k_low, s.n_candidates) for s in signals], dtype=np.float64)
-    chosen_extra = float(esc_extra[i, j, k, t])
+    return _calibration(settings, objective, measure, observations, float(esc_gain[i, j, k, t]),
+                        float(esc_count[i, j, k, t]), float(esc_extra[i, j, k, t]))
+
+
+def _objective_score(esc_gain: np.ndarray, esc_count: np.ndarray, esc_extra: np.ndarray, total: float, q: int,
+                     objective: Objective, target_rate: float, min_recovery: float) -> np.ndarray:
+    """The objective of each candidate setting (−inf where its constraint fails); see the module docstring."""
+    if objective == "rate":
+        return np.where(esc_count <= target_rate * q + 1e-9, esc_gain, -np.inf)
+    if total <= 0:
+        return np.where(esc_count == 0, 0.0, -np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(esc_extra > 0, esc_gain / esc_extra, 0.0)
+    return np.where(esc_gain >= min_recovery * total - 1e-12, ratio, -np.inf)
+
+
+def _calibration(settings: RoutingSettings, objective: Objective, measure: str, observations: Sequence[Observation],
+                 esc_gain: float, esc_count: float, esc_extra: float) -> Calibration:
+    q = len(observations)
+    gain = np.array([o.gain for o in observations], dtype=np.float64)
+    extra = np.array([o.extra for o in observations], dtype=np.float64)
+    total = float(gain[extra > 0].sum())
+    low = np.array([min(settings.k_low, o.signals.n_candidates) for o in observations], dtype=np.float64)
     return Calibration(
         settings=settings,
         objective=objective,
         measure=measure,
         n_queries=q,
-        escalation_rate=float(esc_count[i, j, k, t]) / q,
-        mean_gain=float(esc_gain[i, j, k, t]) / q,
+        escalation_rate=esc_count / q,
+        mean_gain=esc_gain / q,
         mean_gain_all=total / q,
-        recovered=float(esc_gain[i, j, k, t]) / total if total > 0 else None,
-        mean_reranked=float(low.sum() + chosen_extra) / q,
+        recovered=esc_gain / total if total > 0 else None,
+        mean_reranked=float(low.sum() + esc_extra) / q,
         mean_reranked_high=float(low.sum() + extra.sum()) / q,
-        gain_per_extra_candidate=float(esc_gain[i, j, k, t]) / chosen_extra if chosen_extra > 0 else None,
+        gain_per_extra_candidate=esc_gain / esc_extra if esc_extra > 0 else None,
     )
+
+
+def signal_matrix(observations: Sequence[Observation], features: Sequence[str] = MODEL_FEATURES) -> np.ndarray:
+    """(Q, F) float64 of the named signals; NaN where a signal is unavailable."""
+    return np.array([[np.nan if getattr(o.signals, f) is None else float(getattr(o.signals, f)) for f in features]
+                     for o in observations], dtype=np.float64).reshape(len(observations), len(features))
+
+
+def fit_model(
+    observations: Sequence[Observation],
+    base: RoutingSettings,
+    *,
+    objective: Objective = "efficiency",
+    target_rate: float = 0.35,
+    min_recovery: float = 0.9,
+    measure: str = DEFAULT_MEASURE,
+    regularisation: float = 1.0,
+) -> Calibration:
+    """A logistic routing model and its threshold, fitted on ``observations``.
+
+    Features: the :data:`MODEL_FEATURES` observed for at least two distinct values, standardised
+    (``(x − μ) / σ``, a missing value counts as μ). Target: ``gain_q > 0``, sample weight
+    ``|gain_q| + mean_q |gain_q|`` (large gains and losses count more; a query where escalating
+    changes nothing still counts as "do not escalate"), L2 penalty ``1 / regularisation``
+    (scikit-learn ``LogisticRegression(C=regularisation)``). The threshold ``model_above`` is then
+    chosen among the midpoints of the fitted probabilities by ``objective`` exactly as in
+    :func:`calibrate`; the threshold rules of ``base`` are disabled. With no query that gains or no
+    usable feature, the model never escalates (``model_above`` = None).
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    if not observations:
+        raise ValueError("no judged queries to calibrate on")
+    rules_off = replace(base, margin_below=None, entropy_above=None, tie_enabled=False, overlap_below=None,
+                        boundary_below=None, tail_mass_above=None, first_stage_gap_below=None, model_features=(),
+                        model_mean=(), model_scale=(), model_coef=(), model_intercept=0.0, model_above=None)
+    x = signal_matrix(observations)
+    gain = np.array([o.gain for o in observations], dtype=np.float64)
+    extra = np.array([o.extra for o in observations], dtype=np.float64)
+    usable = [j for j in range(x.shape[1]) if np.unique(x[~np.isnan(x[:, j]), j]).size >= 2]
+    target = gain > 0
+    weight = np.abs(gain) + np.abs(gain).mean()
+    if not usable or target.all() or not target.any():
+        return _calibration(rules_off, objective, measure, observations, 0.0, 0.0, 0.0)
+    mean = np.array([np.nanmean(x[:, j]) for j in usable])
+    scale = np.array([np.nanstd(x[:, j]) for j in usable])
+    z = np.nan_to_num((x[:, usable] - mean) / scale, nan=0.0)
+    fitted = LogisticRegression(C=regularisation).fit(z, target, sample_weight=weight)
+    model = replace(rules_off, model_features=tuple(MODEL_FEATURES[j] for j in usable), model_mean=tuple(mean.tolist()),
+                    model_scale=tuple(scale.tolist()), model_coef=tuple(fitted.coef_[0].tolist()),
+                    model_intercept=float(fitted.intercept_[0]))
+    p = np.array([model_probability(o.signals, model) for o in observations])
+    levels = np.unique(p)
+    thresholds = np.concatenate([[levels[0] - 1e-9], (levels[:-1] + levels[1:]) / 2, [np.inf]])
+    fired = (p[None, :] > thresholds[:, None]) & (extra > 0)
+    esc_gain, esc_count, esc_extra = fired @ gain, fired.sum(1).astype(float), fired @ extra
+    total = float(gain[extra > 0].sum())
+    score = _objective_score(esc_gain, esc_count, esc_extra, total, len(observations), objective, target_rate,
+                             min_recovery)
+    best = int(np.lexsort((esc_count, -score))[0])
+    above = None if not np.isfinite(thresholds[best]) else float(thresholds[best])
+    return _calibration(replace(model, model_above=above), objective, measure, observations,
+                        float(esc_gain[best]), float(esc_count[best]), float(esc_extra[best]))
+
+
+def recovery_curve(observations: Sequence[Observation], priority: Sequence[float], k_low: int) -> list[dict[str, float]]:
+    """Gain recovered vs candidates reranked when the ``j`` queries of highest ``priority`` escalate,
+    for ``j = 0 … Q`` (ties in priority escalate together, in one step).
+
+    Each point: ``escalated`` (fraction of queries), ``mean_reranked`` (candidates per query),
+    ``candidate_share`` (÷ the escalate-all mean) and ``recovered`` (÷ the escalate-all gain; NaN
+    when that gain is ≤ 0). ``priority = gain`` gives the oracle curve (the best possible order).
+    """
+    gain = np.array([o.gain for o in observations], dtype=np.float64)
+    extra = np.array([o.extra for o in observations], dtype=np.float64)
+    low = float(sum(min(k_low, o.signals.n_candidates) for o in observations))
+    q = len(observations)
+    total, high = float(gain[extra > 0].sum()), (low + extra.sum()) / q
+    values = np.asarray(priority, dtype=np.float64)
+    points, esc_gain, esc_extra, count = [], 0.0, 0.0, 0
+    levels = [None, *sorted(set(values.tolist()), reverse=True)]
+    for level in levels:
+        if level is not None:
+            chosen = (values == level) & (extra > 0)
+            esc_gain += float(gain[chosen].sum())
+            esc_extra += float(extra[chosen].sum())
+            count += int((values == level).sum())
+        mean = (low + esc_extra) / q
+        points.append({"escalated": count / q, "mean_reranked": mean, "candidate_share": mean / high,
+                       "recovered": esc_gain / total if total > 0 else float("nan")})
+    return points
+
+
+def best_recovery_within(curve: Sequence[dict[str, float]], max_share: float) -> float:
+    """The highest ``recovered`` of a curve among points with ``candidate_share ≤ max_share``."""
+    return max((p["recovered"] for p in curve if p["candidate_share"] <= max_share + 1e-12), default=float("nan"))

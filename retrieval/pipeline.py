@@ -176,6 +176,7 @@ async def rank_pool(
         dense_scores=None if pool.dense is None else pool.dense.scores,
         dense_ids=None if pool.dense is None else pool.dense.doc_ids,
         sparse_ids=None if pool.sparse is None else pool.sparse.doc_ids,
+        sparse_scores=None if pool.sparse is None else pool.sparse.scores,
     )
     decision = decide(signals, settings, route)
     timings["route"] = time.perf_counter() - started

@@ -14,6 +14,16 @@ functions below from one query's lists):
   ``top_n``; fires when true and ``tie_enabled``.
 - ``overlap = |D_m ∩ B_m| / m`` of the dense and BM25 top ``m = overlap_at`` (hybrid only); fires
   when ``< overlap_below``: the two retrievers disagree.
+- ``boundary_gap = (mean of the top_n best reranker scores − best score among retrieval positions
+  k_low − b + 1 … k_low) / std(first k_low scores)`` (``b = boundary_at``); fires when
+  ``< boundary_below``: the candidates at the retrieval cut still compete with the head.
+- ``tail_mass = Σ p_i`` over retrieval positions ``k_low/2 < i ≤ k_low`` of ``p = softmax(s / T)``
+  of the first ``k_low`` reranker scores; fires when ``> tail_mass_above``: relevance sits deep.
+- ``first_stage_gap = (f_1 − f_{k_low}) / |f_1|`` of the first-stage scores (BM25 when the mode has
+  BM25, else cosine); fires when ``< first_stage_gap_below``: a flat first-stage list.
+- ``model``: ``p = σ(b + Σ_j w_j (x_j − μ_j) / σ_j)`` over the named signals (a missing signal
+  counts as its mean), a logistic model fitted by ``steadyrank route calibrate --model``; fires
+  when ``p > model_above``.
 """
 
 from __future__ import annotations
@@ -46,8 +56,30 @@ class RoutingSettings:
     tie_enabled: bool = True
     overlap_at: int = 10
     overlap_below: float | None = 0.2
+    boundary_at: int = 10
+    boundary_below: float | None = None
+    tail_mass_above: float | None = None
+    first_stage_gap_below: float | None = None
+    model_features: tuple[str, ...] = ()
+    model_mean: tuple[float, ...] = ()
+    model_scale: tuple[float, ...] = ()
+    model_coef: tuple[float, ...] = ()
+    model_intercept: float = 0.0
+    model_above: float | None = None
 
     def __post_init__(self) -> None:
+        for name in ("model_features", "model_mean", "model_scale", "model_coef"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))  # JSON lists → tuples
+        sizes = {len(self.model_features), len(self.model_mean), len(self.model_scale), len(self.model_coef)}
+        if len(sizes) != 1:
+            raise ValueError("model_features, model_mean, model_scale and model_coef must have equal lengths")
+        unknown = sorted(set(self.model_features) - set(MODEL_FEATURES))
+        if unknown:
+            raise ValueError(f"unknown model feature(s) {unknown}; known: {list(MODEL_FEATURES)}")
+        if self.model_above is not None and not self.model_features:
+            raise ValueError("model_above needs a fitted model (model_features …)")
+        if self.boundary_at < 1:
+            raise ValueError("boundary_at must be ≥ 1")
         if not 1 <= self.k_low <= self.k_high:
             raise ValueError(f"need 1 ≤ k_low ≤ k_high, got k_low={self.k_low}, k_high={self.k_high}")
         if min(self.top_n, self.margin_at, self.overlap_at) < 1:
@@ -96,6 +128,9 @@ class RoutingSignals:
     rerank_entropy: float | None = None
     tie_at_top_n: bool | None = None
     overlap: float | None = None
+    boundary_gap: float | None = None
+    tail_mass: float | None = None
+    first_stage_gap: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain dict for run reports."""
@@ -103,7 +138,11 @@ class RoutingSignals:
 
 
 #: Reason codes of a routing decision (low-cardinality: metric labels, counts by reason).
-REASON_CODES = ("dense_margin", "rerank_entropy", "tie_at_top_n", "overlap", "route")
+REASON_CODES = ("dense_margin", "rerank_entropy", "tie_at_top_n", "overlap", "boundary_gap", "tail_mass",
+                "first_stage_gap", "model", "route")
+
+#: Signals a routing model may read (numeric fields of :class:`RoutingSignals`).
+MODEL_FEATURES = ("dense_margin", "rerank_entropy", "overlap", "boundary_gap", "tail_mass", "first_stage_gap")
 
 
 @dataclass(frozen=True)
@@ -137,7 +176,28 @@ def fired_signals(signals: RoutingSignals, settings: RoutingSettings) -> tuple[t
         if signals.overlap < settings.overlap_below:
             fired.append(("overlap", f"overlap@{settings.overlap_at} {signals.overlap:.2f} < "
                                      f"{settings.overlap_below:.2f} (dense vs bm25)"))
+    for code, threshold, below in (("boundary_gap", settings.boundary_below, True),
+                                   ("tail_mass", settings.tail_mass_above, False),
+                                   ("first_stage_gap", settings.first_stage_gap_below, True)):
+        value = getattr(signals, code)
+        if threshold is not None and value is not None and (value < threshold if below else value > threshold):
+            fired.append((code, f"{code} {value:.4f} {'<' if below else '>'} {threshold:.4f}"))
+    if settings.model_above is not None:
+        probability = model_probability(signals, settings)
+        if probability > settings.model_above:
+            fired.append(("model", f"model p {probability:.3f} > {settings.model_above:.3f}"))
     return tuple(fired)
+
+
+def model_probability(signals: RoutingSignals, settings: RoutingSettings) -> float:
+    """``σ(b + Σ_j w_j (x_j − μ_j) / σ_j)``; a missing signal contributes 0 (counts as its mean)."""
+    z = settings.model_intercept
+    for name, mean, scale, coef in zip(settings.model_features, settings.model_mean, settings.model_scale,
+                                       settings.model_coef, strict=True):
+        value = getattr(signals, name)
+        if value is not None:
+            z += coef * (float(value) - mean) / scale
+    return float(1.0 / (1.0 + np.exp(-z)))
 
 
 def decide(signals: RoutingSignals, settings: RoutingSettings, route: Route = "dynamic") -> RoutingDecision:
@@ -196,6 +256,37 @@ def overlap_signal(first: Sequence[str], second: Sequence[str], at: int) -> floa
     return len(set(first[:at]) & set(second[:at])) / at
 
 
+def boundary_gap_signal(scores: np.ndarray, top_n: int, at: int) -> float | None:
+    """``(mean of the top_n best − max of the last ``at`` scores) / std(scores)`` of retrieval-ordered
+    reranker scores; None when fewer than ``top_n + at`` scores or all scores are equal."""
+    values = np.asarray(scores, dtype=np.float64)
+    if values.size < top_n + at:
+        return None
+    spread = float(values.std())
+    if spread == 0:
+        return None
+    head = float(np.sort(values)[::-1][:top_n].mean())
+    return (head - float(values[-at:].max())) / spread
+
+
+def tail_mass_signal(scores: np.ndarray, temperature: float) -> float | None:
+    """Softmax (``scores / temperature``) mass of the second half of retrieval-ordered scores; None if n < 2."""
+    values = np.asarray(scores, dtype=np.float64)
+    if values.size < 2:
+        return None
+    z = values / temperature
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    return float(p[values.size // 2 :].sum())
+
+
+def first_stage_gap_signal(scores: np.ndarray | None, at: int) -> float | None:
+    """``(f_1 − f_at) / |f_1|`` of a best-first first-stage score list; None if shorter or f_1 = 0."""
+    if scores is None or len(scores) < at or float(scores[0]) == 0:
+        return None
+    return (float(scores[0]) - float(scores[at - 1])) / abs(float(scores[0]))
+
+
 def compute_signals(
     settings: RoutingSettings,
     *,
@@ -204,11 +295,16 @@ def compute_signals(
     dense_scores: np.ndarray | None = None,
     dense_ids: Sequence[str] | None = None,
     sparse_ids: Sequence[str] | None = None,
+    sparse_scores: np.ndarray | None = None,
 ) -> RoutingSignals:
     """All signals for one query. ``rerank_scores``: the reranker's scores of the first ``k_low``
-    candidates; ``dense_*`` / ``sparse_ids``: the component lists the mode produced (None if not)."""
+    candidates; ``dense_*`` / ``sparse_*``: the component lists the mode produced (None if not)."""
     first = np.asarray(rerank_scores)[: settings.k_low]
+    first_stage = sparse_scores if sparse_scores is not None else dense_scores
     return RoutingSignals(
+        boundary_gap=boundary_gap_signal(first, settings.top_n, settings.boundary_at),
+        tail_mass=tail_mass_signal(first, settings.entropy_temperature),
+        first_stage_gap=first_stage_gap_signal(first_stage, settings.k_low),
         n_candidates=n_candidates,
         dense_margin=None if dense_scores is None else margin_signal(dense_scores, settings.margin_at),
         rerank_entropy=entropy_signal(first, settings.entropy_temperature),

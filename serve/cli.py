@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("steadyrank.serve.commands.serve", "start the HTTP server (Ray Serve) on the embedded default or a settings file"),
     "canary": ("steadyrank.serve.commands.canary", "canary comparison of a running steadyrank server"),
     "golden": ("steadyrank.serve.commands.golden", "build a golden set (pool, judge, prune, Plackett-Luce refinement); audit it"),
+    "clq": ("steadyrank.serve.commands.clq", "cost-latency-quality sweep: Pareto frontier and SLA/budget picks"),
 }
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = ("metrics", "retrieval", "serve")
-SERVE_LAYERS = {"output": 0, "telemetry": 0, "runtime": 0, "precision": 1, "quality": 1, "app": 2, "commands": 3, "cli": 4}
+SERVE_LAYERS = {"output": 0, "telemetry": 0, "runtime": 0, "precision": 1, "quality": 1, "app": 2, "golden": 2, "clq": 2, "commands": 3, "cli": 4}
 
 
 def _package_folders() -> set[str]:

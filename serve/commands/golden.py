@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from steadyrank.serve.commands.output import dumps_json, format_table
+from steadyrank.serve.output import dumps_json, format_table
 
 SETTINGS_HELP = "build settings JSON/YAML (pool, prune, refine sections; flags override it)"
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 from tqdm import tqdm
 
 from steadyrank.metrics.io import read_beir_queries, read_qrels
-from steadyrank.retrieval.calibration import DEFAULT_MEASURE, OBJECTIVES, calibrate, observe
+from steadyrank.retrieval.calibration import DEFAULT_MEASURE, OBJECTIVES, calibrate, fit_model, observe
 from steadyrank.retrieval.pipeline import rerank_candidates
 from steadyrank.retrieval.routing import RoutingSettings, save_settings
 from steadyrank.retrieval.store import IndexStore
@@ -46,6 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_reranker_arguments(calibrate_parser, default=BUNDLED)
     calibrate_parser.add_argument("--objective", choices=OBJECTIVES, default="efficiency",
                                   help="what the thresholds optimise (default %(default)s)")
+    calibrate_parser.add_argument("--model", action="store_true",
+                                  help="fit a logistic routing model over all signals (boundary gap, tail mass, "
+                                       "first-stage gap, overlap, margin, entropy) and choose its probability "
+                                       "threshold by the objective, instead of per-signal thresholds")
     calibrate_parser.add_argument("--min-recovery", type=float, default=0.9,
                                   help="efficiency: fraction of the escalate-always gain to keep (default %(default)s)")
     calibrate_parser.add_argument("--target-rate", type=float, default=0.35,
@@ -83,13 +87,13 @@ def run_calibrate(args: argparse.Namespace) -> int:
             candidates = store.search(text, mode=args.mode, depth=base.k_high, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights)
             rankings[qid] = rerank_candidates(store, text, candidates, reranker, base, "fixed100")
     observations = observe(rankings, qrels, base, measure=args.measure, rubric_map=args.rubric_map, rel_level=args.rel_level)
-    result = calibrate(
+    result = (fit_model if args.model else calibrate)(
         observations, base, objective=args.objective, target_rate=args.target_rate,
         min_recovery=args.min_recovery, measure=args.measure,
     )
     provenance = {
         **result.to_json(), "data": str(args.data), "split": args.split, "index": str(args.index),
-        "mode": args.mode, "reranker": args.rerank, "rerank_precision": args.rerank_precision,
+        "mode": args.mode, "reranker": args.rerank, "model": args.model, "rerank_precision": args.rerank_precision,
         "min_recovery": args.min_recovery if args.objective == "efficiency" else None,
         "target_rate": args.target_rate if args.objective == "rate" else None,
     }
@@ -101,6 +105,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     print(format_table(["setting", "value"], [
         ["margin_below", s.margin_below], ["entropy_above", s.entropy_above],
         ["tie_enabled", str(s.tie_enabled)], ["overlap_below", s.overlap_below],
+        ["model features", ", ".join(s.model_features) or "-"], ["model_above", s.model_above],
         ["escalation rate", result.escalation_rate], [f"{result.measure} gain recovered", result.recovered],
         ["mean candidates reranked", result.mean_reranked],
         ["  (fixed k_high)", result.mean_reranked_high],

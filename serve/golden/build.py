@@ -23,7 +23,7 @@ from tqdm import tqdm
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
 from steadyrank.retrieval.store import IndexStore
 from steadyrank.retrieval.fsio import atomic_write_bytes
-from steadyrank.serve.commands.output import json_safe
+from steadyrank.serve.output import json_safe
 from steadyrank.serve.golden.checkpoint import Checkpoint, write_json
 from steadyrank.serve.golden.judges import Judge, Passage
 from steadyrank.serve.golden.pool import RETRIEVERS, Retriever, pool_query

@@ -93,6 +93,19 @@ def test_calibrate_writes_settings_that_search_accepts(index, beir, tmp_path, ca
     assert summary["routing"]["k_low"] == 5
 
 
+def test_calibrate_model_writes_a_routing_model_that_search_accepts(index, beir, tmp_path, capsys):
+    settings = tmp_path / "routing-model.json"
+    payload = run_json(capsys, ["route", "calibrate", "--model", "--data", str(beir), "--index", str(index),
+                                "--out", str(settings), "--depth", "20", "--k-low", "5", "--objective", "rate",
+                                "--target-rate", "0.5"])
+    assert payload["calibration"]["model"] is True and payload["calibration"]["escalation_rate"] <= 0.5
+    loaded = load_settings(settings)
+    assert (loaded.margin_below, loaded.entropy_above, loaded.tie_enabled, loaded.overlap_below) == (None, None, False, None)
+    summary = run_json(capsys, ["search", "--index", str(index), "--queries", str(beir), "--out", str(tmp_path / "r"),
+                                "--depth", "20", "--rerank", "bundled", "--route-settings", str(settings)])
+    assert summary["routing"]["k_low"] == 5
+
+
 def test_user_errors_exit_2_with_a_message(index, beir, tmp_path, capsys):
     capsys.readouterr()
     assert main(["search", "--index", str(index), "--queries", str(beir), "--out", str(tmp_path / "r"),

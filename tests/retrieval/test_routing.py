@@ -187,3 +187,87 @@ def test_two_pass_reranking_follows_the_route(tmp_path):
         # served by rank key, not by the (rounded, tied) score
         np.testing.assert_array_equal(high.scores[:100], np.sort(high.rerank_keys.astype(np.float64))[::-1])
         assert len(np.unique(high.rerank_scores)) < len(np.unique(high.rerank_keys))
+
+
+def test_new_signal_functions_follow_their_formulas():
+    from steadyrank.retrieval.routing import boundary_gap_signal, first_stage_gap_signal, tail_mass_signal
+
+    scores = np.array([5.0, 1.0, 4.0, 0.0, 3.0, 2.0])
+    # head (top 2) = mean(5, 4) = 4.5; last 2 retrieval positions max = 3; std of all six
+    assert boundary_gap_signal(scores, 2, 2) == pytest.approx((4.5 - 3.0) / scores.std())
+    assert boundary_gap_signal(scores, 4, 3) is None  # fewer than top_n + at scores
+    assert boundary_gap_signal(np.ones(6), 2, 2) is None
+    p = np.exp(scores / 0.5 - (scores / 0.5).max())
+    p /= p.sum()
+    assert tail_mass_signal(scores, 0.5) == pytest.approx(p[3:].sum())
+    assert tail_mass_signal(np.array([1.0]), 0.5) is None
+    assert first_stage_gap_signal(np.array([10.0, 8.0, 5.0]), 3) == pytest.approx(0.5)
+    assert first_stage_gap_signal(np.array([10.0]), 3) is None
+    assert first_stage_gap_signal(None, 3) is None
+
+
+def test_new_signals_escalate_with_their_codes():
+    signals = RoutingSignals(n_candidates=100, boundary_gap=0.2, tail_mass=0.4, first_stage_gap=0.1)
+    off = RoutingSettings(margin_below=None, entropy_above=None, tie_enabled=False, overlap_below=None)
+    assert decide(signals, off).codes == ()
+    on = RoutingSettings(margin_below=None, entropy_above=None, tie_enabled=False, overlap_below=None,
+                         boundary_below=0.5, tail_mass_above=0.3, first_stage_gap_below=0.2)
+    decision = decide(signals, on)
+    assert decision.k_rerank == 100
+    assert decision.codes == ("boundary_gap", "tail_mass", "first_stage_gap")
+    assert set(decision.codes) <= set(REASON_CODES)
+
+
+def _observations(n: int, seed: int) -> list[Observation]:
+    """Queries whose gain is driven by boundary_gap (small gap → escalating gains), others noise."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        gap = float(rng.uniform(0, 2))
+        gain = max(0.0, 1.0 - gap) * float(rng.uniform(0.5, 1.5))
+        out.append(Observation(f"q{i}", RoutingSignals(n_candidates=100, boundary_gap=gap,
+                                                       tail_mass=float(rng.random()), first_stage_gap=None), gain, 50))
+    return out
+
+
+def test_routing_model_learns_the_informative_signal_and_round_trips(tmp_path):
+    from steadyrank.retrieval.calibration import fit_model
+
+    observations = _observations(200, 0)
+    result = fit_model(observations, RoutingSettings(), objective="rate", target_rate=0.5)
+    s = result.settings
+    assert s.model_features == ("boundary_gap", "tail_mass")  # first_stage_gap never observed
+    assert s.model_coef[0] < 0 and abs(s.model_coef[0]) > 3 * abs(s.model_coef[1])
+    assert result.escalation_rate <= 0.5 and result.recovered > 0.9
+    assert (s.margin_below, s.entropy_above, s.tie_enabled, s.overlap_below) == (None, None, False, None)
+    save_settings(tmp_path / "r.json", s)
+    again = load_settings(tmp_path / "r.json")
+    assert again == s
+    held_out = _observations(200, 1)
+    escalated = [decide(o.signals, again).escalated for o in held_out]
+    gained = sum(o.gain for o, e in zip(held_out, escalated) if e) / sum(o.gain for o in held_out)
+    assert gained > 0.85  # generalises to queries it was not fitted on
+
+
+def test_routing_model_never_escalates_when_nothing_gains():
+    from steadyrank.retrieval.calibration import fit_model
+
+    flat = [Observation(o.qid, o.signals, 0.0, o.extra) for o in _observations(30, 2)]
+    result = fit_model(flat, RoutingSettings())
+    assert result.settings.model_above is None and result.escalation_rate == 0
+
+
+def test_recovery_curve_and_oracle():
+    from steadyrank.retrieval.calibration import best_recovery_within, recovery_curve
+
+    signals = RoutingSignals(n_candidates=100)
+    obs = [Observation("a", signals, 0.3, 50), Observation("b", signals, -0.1, 50),
+           Observation("c", signals, 0.0, 50), Observation("d", signals, 0.0, 50)]
+    oracle = recovery_curve(obs, [o.gain for o in obs], k_low=50)
+    assert oracle[0] == {"escalated": 0.0, "mean_reranked": 50.0, "candidate_share": 0.5, "recovered": 0.0}
+    assert oracle[1]["recovered"] == pytest.approx(1.5)  # escalating only "a" beats escalating all (0.2)
+    assert oracle[1]["candidate_share"] == pytest.approx(62.5 / 100)
+    assert oracle[-1]["recovered"] == pytest.approx(1.0) and oracle[-1]["candidate_share"] == pytest.approx(1.0)
+    assert best_recovery_within(oracle, 0.65) == pytest.approx(1.5)
+    worst = recovery_curve(obs, [-o.gain for o in obs], k_low=50)
+    assert best_recovery_within(worst, 0.65) == pytest.approx(0.0)

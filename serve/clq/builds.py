@@ -1,0 +1,87 @@
+"""Shared work of a sweep: corpus embeddings once per embedder, one index per embedder × dimension × ANN.
+
+Corpus vectors are cached as ``.npy`` keyed by the documents' text and the embedder's id; index
+builds reuse them through :class:`CachedEmbedder`, so a PCA or HNSW variant never re-embeds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from steadyrank.retrieval.corpus import Document
+from steadyrank.retrieval.dense import DenseSettings
+from steadyrank.retrieval.fsio import atomic_write_bytes
+from steadyrank.retrieval.protocols import Embedder
+from steadyrank.retrieval.store import IndexStore, build_index, embed_documents
+
+
+class CachedEmbedder:
+    """The real embedder, with corpus vectors served from a cache (same ``model_id``/``dim``)."""
+
+    def __init__(self, embedder: Embedder, texts: list[str], vectors: np.ndarray) -> None:
+        self.model_id = embedder.model_id
+        self.dim = embedder.dim
+        self._embedder = embedder
+        self._rows = {t: i for i, t in enumerate(texts)}
+        self._vectors = vectors
+
+    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
+        if all(t in self._rows for t in texts):
+            return self._vectors[[self._rows[t] for t in texts]]
+        return self._embedder.encode(texts, show_progress=show_progress)
+
+
+def corpus_digest(documents: Sequence[Document], model_id: str) -> str:
+    """16 hex digits of SHA-256 over the embedder id and every document's id and full text."""
+    digest = hashlib.sha256(model_id.encode())
+    for d in documents:
+        digest.update(f"\0{d.id}\0{d.full_text}".encode())
+    return digest.hexdigest()[:16]
+
+
+def cached_corpus_vectors(documents: Sequence[Document], embedder: Embedder, cache: Path) -> tuple[np.ndarray, float]:
+    """``(vectors, seconds)``: corpus embeddings computed once per (documents, embedder) and cached.
+
+    ``seconds`` is the wall time of the embedding when it ran (recorded beside the cache file).
+    """
+    key = corpus_digest(documents, embedder.model_id)
+    path, meta = cache / f"embeddings-{key}.npy", cache / f"embeddings-{key}.json"
+    if path.exists() and meta.exists():
+        return np.load(path), float(json.loads(meta.read_text(encoding="utf-8"))["seconds"])
+    started = time.perf_counter()
+    with tqdm(total=len(documents), desc=f"embedding corpus ({embedder.model_id})", unit="doc", file=sys.stderr) as bar:
+        vectors = embed_documents(embedder, documents, on_progress=bar.update)
+    seconds = time.perf_counter() - started
+    cache.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    np.save(buffer, vectors)
+    atomic_write_bytes(path, buffer.getvalue())
+    atomic_write_bytes(meta, json.dumps({"seconds": seconds, "model_id": embedder.model_id}).encode())
+    return vectors, seconds
+
+
+def open_or_build(path: Path, documents: Sequence[Document], embedder: CachedEmbedder, dense: DenseSettings) -> IndexStore:
+    """The index at ``path`` (verified on open), built first when missing or unreadable."""
+    try:
+        return IndexStore.open(path, embedder)
+    except (ValueError, FileNotFoundError, OSError):
+        build_index(path, documents, embedder, dense=dense, overwrite=True)
+        return IndexStore.open(path, embedder)
+
+
+def index_bytes(manifest: dict[str, Any], first_stage: str) -> int:
+    """Bytes of the structures a first stage searches: ``dense.faiss`` and/or the ``bm25/`` files."""
+    files = manifest["files"]
+    dense = sum(f["bytes"] for name, f in files.items() if name == "dense.faiss")
+    sparse = sum(f["bytes"] for name, f in files.items() if name.startswith("bm25/"))
+    return {"dense": dense, "bm25": sparse, "hybrid": dense + sparse}[first_stage]
