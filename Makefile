@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip -q --disable-pip-version-check
 
-.PHONY: setup serve test prometheus bench
+.PHONY: setup serve test lint prometheus bench
 
 setup: $(VENV)/.installed
 
@@ -26,7 +26,11 @@ prometheus:
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus)
 
-test: setup prometheus
+# ruff (configured in pyproject.toml) runs before the tests: a lint finding fails `make test`.
+lint: setup
+	$(PY) -m ruff check .
+
+test: setup prometheus lint
 	$(PY) -m pytest -q tests
 
 bench: setup

@@ -50,7 +50,8 @@ def main() -> None:
     runs = [simulate_query(args.items, settings, seed=seed, temperature=args.temperature, grade_noise=args.grade_noise)
             for seed in range(args.seeds)]
     n = args.items
-    checkpoints = sorted({n + c for c in range(0, args.max_calls + 1, 10)} | {n * r for r in range(1, 4) if n * r <= n + args.max_calls})
+    checkpoints = sorted({n + c for c in range(0, args.max_calls + 1, 10)}
+                         | {n * r for r in range(1, 4) if n * r <= n + args.max_calls})
     rows, points = [], []
     for calls in checkpoints:
         refined = float(np.mean([curve_at(r["curve"], calls) for r in runs]))

@@ -47,11 +47,10 @@ from steadyrank.retrieval.calibration import (
     recovery_curve,
     replay_route,
 )
-from steadyrank.retrieval.routing import model_probability
 from steadyrank.retrieval.corpus import read_documents
 from steadyrank.retrieval.dense import DenseIndex, DenseSettings
 from steadyrank.retrieval.pipeline import Ranked, latency_summary, rerank_candidates
-from steadyrank.retrieval.routing import RoutingSettings
+from steadyrank.retrieval.routing import RoutingSettings, model_probability
 from steadyrank.retrieval.store import MODES, IndexStore, build_index
 from steadyrank.serve.clq.builds import CachedEmbedder, cached_corpus_vectors
 from steadyrank.serve.output import dumps_json, format_table
@@ -154,7 +153,7 @@ def dense_indexes(vectors: np.ndarray, queries: np.ndarray, k: int = 10) -> list
         for _ in range(repeats):
             index.search(queries, k)
         batch = repeats * len(queries) / (time.perf_counter() - started)
-        recall = float(np.mean([len(set(a) & set(e)) / k for a, e in zip(top, exact)]))
+        recall = float(np.mean([len(set(a) & set(e)) / k for a, e in zip(top, exact, strict=False)]))
         rows.append({"factory": factory, "build_s": build, "qps_single": single, "qps_batch": batch, "recall@10": recall})
     return rows
 

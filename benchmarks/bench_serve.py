@@ -134,18 +134,18 @@ def _inprocess_child(model: dict, threads: int | None, top_n: int, conn: Any) ->
         counter = [0]
 
         def worker() -> None:
-            while not w.should_stop():
-                with w.lock:
-                    i = counter[0]
-                    counter[0] += 1
-                query, docs = items[i % len(items)]
+            while not w.should_stop():  # noqa: B023
+                with w.lock:  # noqa: B023
+                    i = counter[0]  # noqa: B023
+                    counter[0] += 1  # noqa: B023
+                query, docs = items[i % len(items)]  # noqa: B023
                 start = time.perf_counter()
                 try:
                     scorer.rerank(query, docs, top_n=top_n)
                     ok = True
                 except Exception:  # noqa: BLE001
                     ok = False
-                w.add(start, time.perf_counter(), ok)
+                w.add(start, time.perf_counter(), ok)  # noqa: B023
 
         pool = [threading.Thread(target=worker) for _ in range(level)]
         for t in pool:

@@ -37,10 +37,17 @@ import numpy as np
 
 from steadyrank.retrieval.corpus import Document
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
+from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.protocols import Embedder, Reranker
 from steadyrank.retrieval.ranking import Ranking, rank_async
-from steadyrank.retrieval.routing import Route, RoutingDecision, RoutingSettings, RoutingSignals, compute_signals, decide
-from steadyrank.retrieval.modes import Mode
+from steadyrank.retrieval.routing import (
+    Route,
+    RoutingDecision,
+    RoutingSettings,
+    RoutingSignals,
+    compute_signals,
+    decide,
+)
 
 if TYPE_CHECKING:
     from steadyrank.retrieval.store import Candidates, Hits, IndexStore

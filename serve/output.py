@@ -38,7 +38,7 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], float_fo
     widths = [max(len(r[i]) for r in table) for i in range(len(headers))]
     lines = []
     for j, row in enumerate(table):
-        parts = [row[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(row[1:], widths[1:])]
+        parts = [row[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(row[1:], widths[1:], strict=False)]
         lines.append("  ".join(parts).rstrip())
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))

@@ -13,12 +13,14 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = ("metrics", "retrieval", "serve")
-SERVE_LAYERS = {"output": 0, "telemetry": 0, "runtime": 0, "precision": 1, "quality": 1, "app": 2, "golden": 2, "clq": 2, "commands": 3, "cli": 4}
+SERVE_LAYERS = {"output": 0, "telemetry": 0, "runtime": 0, "precision": 1, "quality": 1,
+                "app": 2, "golden": 2, "clq": 2, "commands": 3, "cli": 4}
 
 
 def _package_folders() -> set[str]:

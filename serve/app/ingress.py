@@ -22,13 +22,16 @@ request and its reranked candidates, fire-and-forget.
 # No `from __future__ import annotations` here: FastAPI must see real annotations on the routes
 # that Ray Serve's ingress wraps (a string annotation `Request` would become a query parameter).
 import asyncio
+import base64
 import hmac
 import json
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -38,12 +41,11 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from steadyrank.serve.app import protocol
-from steadyrank.serve.app.health import replica_health_async
-from steadyrank.serve.app.dialects import cohere, contract, embeddings as embedding_dialect, infinity, tei
+from steadyrank.serve.app.dialects import cohere, contract, infinity, tei
+from steadyrank.serve.app.dialects import embeddings as embedding_dialect
 from steadyrank.serve.app.dialects.documents import TokenCutter, document_text
 from steadyrank.serve.app.dialects.names import ServedNames
 from steadyrank.serve.app.dialects.ranking import served_order, tie_facts
-from steadyrank.serve.output import json_safe
 from steadyrank.serve.app.errors import (
     ApiError,
     BadRequest,
@@ -56,7 +58,9 @@ from steadyrank.serve.app.errors import (
     error_response,
     schema_error,
 )
+from steadyrank.serve.app.health import replica_health_async
 from steadyrank.serve.app.settings import Settings, load_settings
+from steadyrank.serve.output import json_safe
 from steadyrank.serve.telemetry import Recorder
 
 logger = logging.getLogger("steadyrank.ingress")
@@ -287,7 +291,7 @@ class Ingress:
         deployment has fewer RUNNING replicas than replicas (one died and is being replaced); 200
         while every deployment keeps one running, else 503 (see ``serve.app.health``)."""
         try:
-            health = await replica_health_async(ray_serve.get_replica_context().app_name)
+            health = await replica_health_async(serve.get_replica_context().app_name)
         except Exception:  # noqa: BLE001 — the controller is unreachable: the checks below decide
             health = None
         if health is not None and not health.healthy:

@@ -22,12 +22,20 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, StrictBool, field_validator, model_serializer
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictBool,
+    field_validator,
+    model_serializer,
+)
 
-from steadyrank.serve.app.dialects.contract import limited, non_blank
-
-from steadyrank.retrieval.routing import Route
 from steadyrank.retrieval.modes import Mode
+from steadyrank.retrieval.routing import Route
+from steadyrank.serve.app.dialects.contract import limited, non_blank
 
 if TYPE_CHECKING:
     from steadyrank.retrieval.pipeline import Ranked

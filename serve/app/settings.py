@@ -21,7 +21,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from steadyrank.retrieval.modes import Mode
-from steadyrank.retrieval.routing import Route, RoutingSettings, load_settings as load_routing_file
+from steadyrank.retrieval.routing import Route, RoutingSettings
+from steadyrank.retrieval.routing import load_settings as load_routing_file
 from steadyrank.serve.quality.settings import QualitySettings
 from steadyrank.serve.runtime.settings import ModelSettings
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-
 from steadyrank.metrics.aggregate import paired_bootstrap
 from steadyrank.serve.clq.frontier import Candidate, pareto_front, pick
 from steadyrank.serve.clq.grid import Grid, Prices

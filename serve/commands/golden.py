@@ -187,7 +187,8 @@ def run_audit(args: argparse.Namespace) -> int:
     print(_summary_table(summary))
     if args.qrels:
         agreement = report["qrels"]
-        print(f"\nagreement with {args.qrels} ({agreement['queries']} queries, {agreement['judged_in_both']} documents judged in both)")
+        print(f"\nagreement with {args.qrels} ({agreement['queries']} queries, "
+              f"{agreement['judged_in_both']} documents judged in both)")
         print(format_table(["measure", "mean", "queries"],
                            [[k, v["mean"], v["queries"]] for k, v in agreement["mean"].items()], float_format="{:.3f}"))
     return 0

@@ -15,8 +15,8 @@ from steadyrank.retrieval.routing import RoutingSettings, save_settings
 from steadyrank.retrieval.store import IndexStore
 from steadyrank.serve.commands.evaluate import parse_grade_map
 from steadyrank.serve.commands.index import BUNDLED, load_embedder_arg, load_reranker_arg
-from steadyrank.serve.output import dumps_json, format_table
 from steadyrank.serve.commands.search import add_reranker_arguments, add_routing_arguments, routing_settings
+from steadyrank.serve.output import dumps_json, format_table
 
 TREC_RUBRIC = "3:5,2:4,1:3,0:1"
 

@@ -58,8 +58,8 @@ def qrels_agreement(golden: Mapping[str, Mapping[str, int]], qrels: Qrels, *, k:
         per_query[q] = {
             "judged_in_both": len(common),
             "kendall_tau_b": _tau_b(g, t),
-            "graded_agreement": float(np.mean([x == y for x, y in zip(g, t)])) if common else math.nan,
-            "binary_agreement": float(np.mean([(x >= 1) == (y >= 1) for x, y in zip(g, t)])) if common else math.nan,
+            "graded_agreement": float(np.mean([x == y for x, y in zip(g, t, strict=False)])) if common else math.nan,
+            "binary_agreement": float(np.mean([(x >= 1) == (y >= 1) for x, y in zip(g, t, strict=False)])) if common else math.nan,
             f"ra_nwg@{k}": _defined(ra.get(q, {}).get(f"ra_nwg@{k}", {}).get("expected")),
             "coverage": len([d for d in relevant if d in golden[q]]) / len(relevant) if relevant else math.nan,
         }

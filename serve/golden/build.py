@@ -20,16 +20,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
+from steadyrank.retrieval.fsio import atomic_write_bytes
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
 from steadyrank.retrieval.store import IndexStore
-from steadyrank.retrieval.fsio import atomic_write_bytes
-from steadyrank.serve.output import json_safe
 from steadyrank.serve.golden.checkpoint import Checkpoint, write_json
 from steadyrank.serve.golden.judges import Judge, Passage
 from steadyrank.serve.golden.pool import RETRIEVERS, Retriever, pool_query
 from steadyrank.serve.golden.prune import PruneSettings, prune
 from steadyrank.serve.golden.refine import RefineSettings, RefineState, run_refinement
 from steadyrank.serve.golden.summary import query_record, summarise
+from steadyrank.serve.output import json_safe
 
 GOLDEN_FILE = "golden.jsonl"
 SUMMARY_FILE = "summary.json"

@@ -102,7 +102,7 @@ class LockGraph:
 def topological_order(theta: np.ndarray, graph: LockGraph) -> list[int]:
     """Every item once, each lock's winner before its loser, otherwise highest θ first (Kahn + max-heap)."""
     indegree = [0] * graph.n
-    for winner, loser in graph.edges:
+    for _winner, loser in graph.edges:
         indegree[loser] += 1
     ready = [(-float(theta[i]), i) for i in range(graph.n) if indegree[i] == 0]
     heapq.heapify(ready)

@@ -61,7 +61,8 @@ def simulate_query(n_items: int, settings: Any, *, seed: int, temperature: float
 
     Returns Kendall τ-b to the truth of: the single-shot grades (``n_items`` grade calls); grades
     averaged over repeated grading at the same total number of calls as refinement
-    (``repeated_grades``, the equal-budget peer; ``repeated_curve``: ``[(grade calls, τ)]`` per pass); the refined order after every round
+    (``repeated_grades``, the equal-budget peer; ``repeated_curve``: ``[(grade calls, τ)]`` per pass);
+    the refined order after every round
     (``curve``: ``[(judge calls, τ)]``, grade calls included).
     """
     from steadyrank.serve.golden.refine import RefineState, run_refinement
@@ -69,7 +70,7 @@ def simulate_query(n_items: int, settings: Any, *, seed: int, temperature: float
     rng = np.random.default_rng(seed)
     utilities = rng.uniform(1.0, 5.0, size=n_items)
     docs = [f"d{i}" for i in range(n_items)]
-    judge = SimulatedPLJudge(dict(zip(docs, utilities)), temperature=temperature, grade_noise=grade_noise, seed=seed)
+    judge = SimulatedPLJudge(dict(zip(docs, utilities, strict=False)), temperature=temperature, grade_noise=grade_noise, seed=seed)
     grades = [next(iter(call.answer["grades"].values())) for call in judge.grade("q", [(d, "") for d in docs])]
     state = RefineState.start(grades, settings)
     curve = [(n_items, kendall_tau_to_truth(state.order(), utilities))]

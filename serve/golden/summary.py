@@ -49,9 +49,9 @@ def query_record(state: dict[str, Any]) -> dict[str, Any]:
         "candidates": {kept[i]: {"grade": grades[kept[i]], "theta_initial": refine.theta_initial[i], "theta": refine.theta[i],
                                  "exposures": refine.exposures[i], "information": refine.information[i]}
                        for i in range(len(kept))},
-        "locks": [[kept[w], kept[l]] for w, l in refine.locks],
+        "locks": [[kept[win], kept[lose]] for win, lose in refine.locks],
         "rounds": [{"round": h["round"], "ranking": [kept[i] for i in h["ranking"]],
-                    "new_locks": [[kept[w], kept[l]] for w, l in h["new_locks"]]} for h in refine.history],
+                    "new_locks": [[kept[win], kept[lose]] for win, lose in h["new_locks"]]} for h in refine.history],
         "judge_calls": calls,
         "tokens": {"prompt": sum(c["prompt_tokens"] for c in calls),
                    "completion": sum(c["completion_tokens"] for c in calls)},

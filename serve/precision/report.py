@@ -19,7 +19,7 @@ Qrels = Mapping[str, Mapping[str, float]]
 
 def regime_run(keys: Mapping[str, np.ndarray], candidates: Candidates) -> dict[str, dict[str, float]]:
     """``{qid: {docid: key}}`` in candidate order (the ``input`` tie-break order)."""
-    return {qid: dict(zip(docs, keys[qid].tolist())) for qid, docs in candidates.items()}
+    return {qid: dict(zip(docs, keys[qid].tolist(), strict=False)) for qid, docs in candidates.items()}
 
 
 def metric_summary(

@@ -27,7 +27,7 @@ def _average_ranks(values: np.ndarray) -> np.ndarray:
     ranks = np.empty(values.size)
     sorted_values = values[order]
     starts = np.flatnonzero(np.r_[True, sorted_values[1:] != sorted_values[:-1], True])
-    for begin, end in zip(starts[:-1], starts[1:]):
+    for begin, end in zip(starts[:-1], starts[1:], strict=False):
         ranks[order[begin:end]] = (begin + end + 1) / 2.0
     return ranks
 
@@ -56,7 +56,7 @@ def tie_statistics(keys: Mapping[str, np.ndarray], ks: Sequence[int] = TIE_KS) -
         groups = tie_groups(values)
         starts = np.cumsum([0] + [g.size for g in groups])
         for k in ks:
-            reached = [g.size for g, start in zip(groups, starts) if start < min(k, values.size)]
+            reached = [g.size for g, start in zip(groups, starts, strict=False) if start < min(k, values.size)]
             unique[k].append(len(reached))
             size[k].append(float(np.mean(reached)))
     return {

@@ -59,7 +59,7 @@ def evaluate_ranking(
         raise ValueError(f"golden query {golden.query_id}: the served ranking is empty")
     scores = np.array([score for _, score in candidates], dtype=np.float64)
     result = evaluate(
-        {golden.query_id: dict(zip(ids, scores.tolist()))}, {golden.query_id: golden.relevance},
+        {golden.query_id: dict(zip(ids, scores.tolist(), strict=False))}, {golden.query_id: golden.relevance},
         GOLDEN_MEASURES, rel_level=1, gmax=3, rubric_map=RELEVANCE_TO_RUBRIC,
     )
     stats = {}

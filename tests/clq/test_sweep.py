@@ -44,7 +44,7 @@ def test_sweep_end_to_end(tmp_path: Path, tiny_models) -> None:
     # the frontier in the report is the exact frontier of the reported objectives
     rows = report["configurations"]
     mask = pareto_front([r["cost_per_query"] for r in rows], [r["latency_ms"] for r in rows], [r["quality"] for r in rows])
-    assert report["frontier"] == [r["config_id"] for r, m in zip(rows, mask) if m]
+    assert report["frontier"] == [r["config_id"] for r, m in zip(rows, mask, strict=False) if m]
     # an unbounded pick is the smallest-K configuration within noise of the best
     best = report["best"]
     unbounded = report["budget_picks"][0]

@@ -59,7 +59,7 @@ def test_outputs_load_and_are_complete(reference):
         assert all(len(c["prompt_sha256"]) == 64 and c["prompt_tokens"] > 0 for c in audit["judge_calls"])
         assert all(set(p["provenance"]) == {"demo:bm25"} for p in audit["pool"])
         position = {d: i for i, d in enumerate(audit["refined_order"])}
-        assert all(position[w] < position[l] for w, l in audit["locks"])  # the order respects every lock
+        assert all(position[win] < position[lose] for win, lose in audit["locks"])  # the order respects every lock
     calls = summary["judge_calls"]
     assert calls["grade"] == sum(summary["pool_size"]["mean"] for _ in range(3)) and 0 < calls["rank"] <= 18
     assert sum(summary["grade_distribution"].values()) == sum(len(r["judgments"]) for r in records)
@@ -126,7 +126,7 @@ def test_built_golden_set_feeds_the_shadow_evaluator(reference, demo_index):
 
     async def search(request: dict) -> dict:
         hits = store.search(request["query"], mode="bm25", depth=request["top_n"])
-        return {"candidates": [{"id": d, "relevance_score": float(s)} for d, s in zip(hits.doc_ids, hits.scores)],
+        return {"candidates": [{"id": d, "relevance_score": float(s)} for d, s in zip(hits.doc_ids, hits.scores, strict=False)],
                 "meta": {"escalated": False}}
 
     service = QualityService(settings, golden, search, MemoryRecorder())

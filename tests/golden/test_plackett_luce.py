@@ -8,7 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from steadyrank.serve.golden.plackett_luce import (
-    LockGraph, confidence_bounds, pl_gradient_and_information, pl_step, topological_order,
+    LockGraph,
+    confidence_bounds,
+    pl_gradient_and_information,
+    pl_step,
+    topological_order,
 )
 from steadyrank.serve.golden.refine import RefineSettings, RefineState, observe
 
@@ -65,9 +69,9 @@ def test_locks_never_form_a_cycle_and_the_order_respects_them(attempts, theta):
     order = topological_order(np.array(theta), graph)
     assert sorted(order) == list(range(8))  # a full order exists: the graph is acyclic
     position = {item: p for p, item in enumerate(order)}
-    assert all(position[w] < position[l] for w, l in graph.edges)
-    for w, l in graph.edges:  # acyclic: the loser never reaches the winner
-        assert not graph.reaches(l, w)
+    assert all(position[win] < position[lose] for win, lose in graph.edges)
+    for win, lose in graph.edges:  # acyclic: the loser never reaches the winner
+        assert not graph.reaches(lose, win)
 
 
 def test_order_without_locks_is_by_score():
@@ -95,5 +99,5 @@ def test_confirmation_rule_locks_after_n_net_wins_and_refuses_cycles():
     for _ in range(4):  # the reverse preference gathers wins but can never close a cycle
         state = observe(state, [2, 0, 1], settings)
     graph = state.graph()
-    assert all(not graph.reaches(l, w) for w, l in graph.edges)
+    assert all(not graph.reaches(lose, win) for win, lose in graph.edges)
     assert state.order() == [1, 0, 2]

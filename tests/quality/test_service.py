@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 
-
 from steadyrank.serve.quality.golden import GoldenQuery, GoldenSet
 from steadyrank.serve.quality.service import QualityService
 from steadyrank.serve.quality.settings import CanaryRules, QualitySettings

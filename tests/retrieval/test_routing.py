@@ -245,7 +245,7 @@ def test_routing_model_learns_the_informative_signal_and_round_trips(tmp_path):
     assert again == s
     held_out = _observations(200, 1)
     escalated = [decide(o.signals, again).escalated for o in held_out]
-    gained = sum(o.gain for o, e in zip(held_out, escalated) if e) / sum(o.gain for o in held_out)
+    gained = sum(o.gain for o, e in zip(held_out, escalated, strict=False) if e) / sum(o.gain for o in held_out)
     assert gained > 0.85  # generalises to queries it was not fitted on
 
 

@@ -33,7 +33,7 @@ def test_bi_encoder_report_shape_and_work(capsys, beir_dir: Path, tmp_path: Path
     assert 2 <= candidates["pairs"] <= 6  # BM25 returns only documents sharing a term
     # the 2 queries and their distinct candidates (no document matches both), once per dtype
     assert report["work"]["texts_encoded"] == 3 * (2 + candidates["pairs"])
-    for name, entry in report["regimes"].items():
+    for _name, entry in report["regimes"].items():
         assert set(entry["metrics"]) == {"ndcg@10", "map@3"}
         row = entry["metrics"]["ndcg@10"]
         assert set(row) == {"oblivious", "expected", "min", "max", "range", "bias", "n_valid"}

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from steadyrank.serve.runtime import ModelSettings, load_scorer
 from steadyrank.retrieval.ranking import rank
+from steadyrank.serve.runtime import ModelSettings, load_scorer
 
 DOCS = ["alpha", "the beta release notes", "gamma rays from distant galaxies reach the earth", "delta",
         "an epsilon of room for error in every measurement", "zeta functions"]

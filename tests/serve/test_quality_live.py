@@ -84,7 +84,8 @@ def test_canary_report_endpoint_and_cli(serve_app, client):
     report = client.get("/v1/canary").json()
     assert report["verdict"] in ("promote", "hold", "rollback")
     assert "ndcg@10" in report["metrics"] or report["paired_queries"] == 0
-    out = subprocess.run([sys.executable, "-m", "steadyrank.serve.cli", "canary", "report", "--url", serve_app.url, "--api-key", serve_app.api_key],
+    out = subprocess.run([sys.executable, "-m", "steadyrank.serve.cli", "canary", "report",
+                          "--url", serve_app.url, "--api-key", serve_app.api_key],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"verdict: {report['verdict']}") or out.stdout.startswith("verdict: ")

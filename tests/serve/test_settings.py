@@ -88,7 +88,7 @@ def test_deploy_settings_file_documents_every_field() -> None:
     text = path.read_text()
 
     def fields(model, prefix=""):
-        for name, info in type(model).model_fields.items():
+        for name, _info in type(model).model_fields.items():
             yield name
             value = getattr(model, name)
             if hasattr(type(value), "model_fields"):

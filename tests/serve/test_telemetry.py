@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_catalogue_is_the_contract() -> None:
     assert {name: spec.kind for name, spec in CATALOGUE.items()} == CONTRACT
     readme = (ROOT / "deploy" / "README.md").read_text()
-    for name, spec in CATALOGUE.items():
+    for name, _spec in CATALOGUE.items():
         assert f"`{name}`" in readme, name
     assert CATALOGUE["steadyrank_request_duration_seconds"].buckets == (
         0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

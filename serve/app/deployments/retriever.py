@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 from ray import serve
 
-from steadyrank.retrieval.pipeline import CandidatePool
 from steadyrank.retrieval.modes import Mode
+from steadyrank.retrieval.pipeline import CandidatePool
 from steadyrank.serve.app.deployments.common import InvalidRequest, model_executor, run_in
 from steadyrank.serve.app.settings import Settings, load_settings
 

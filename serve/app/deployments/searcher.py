@@ -10,8 +10,8 @@ import numpy as np
 from pydantic import ValidationError
 from ray import serve
 
-from steadyrank.retrieval.pipeline import CandidatePool, PassScores, Ranked, SearchModels, search
 from steadyrank.retrieval.modes import Mode
+from steadyrank.retrieval.pipeline import CandidatePool, PassScores, Ranked, SearchModels, search
 from steadyrank.serve.app.deployments.common import InvalidRequest
 from steadyrank.serve.app.deployments.reranker import record_ties
 from steadyrank.serve.app.protocol import SearchCall, SearchOutcome

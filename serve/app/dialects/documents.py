@@ -52,7 +52,7 @@ class TokenCutter:
         encoded = self.tokenizer()(list(texts), add_special_tokens=False, return_offsets_mapping=True,
                                    truncation=False)
         out, cut = [], []
-        for i, (text, offsets) in enumerate(zip(texts, encoded["offset_mapping"])):
+        for i, (text, offsets) in enumerate(zip(texts, encoded["offset_mapping"], strict=False)):
             if len(offsets) > max_tokens:
                 out.append(text[: offsets[max_tokens - 1][1]])
                 cut.append(i)

@@ -98,7 +98,7 @@ class RerankerJudgeSettings(BaseModel):
     @field_validator("thresholds")
     @classmethod
     def _ascending(cls, value: list[float]) -> list[float]:
-        if any(b < a for a, b in zip(value, value[1:])):
+        if any(b < a for a, b in zip(value, value[1:], strict=False)):
             raise ValueError(f"thresholds must be ascending, got {value}")
         return value
 

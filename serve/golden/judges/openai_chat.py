@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from steadyrank.serve.golden.judges import (
-    GRADES, Judge, JudgeCall, JudgeError, JudgeUnavailableError, OpenAIChatJudgeSettings, Passage, prompt_hash,
+    GRADES,
+    Judge,
+    JudgeCall,
+    JudgeError,
+    JudgeUnavailableError,
+    OpenAIChatJudgeSettings,
+    Passage,
+    prompt_hash,
 )
 
 LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
