@@ -31,9 +31,11 @@ def _doc_key(document: str) -> str:
 
 @dataclass
 class CachedScores:
-    """``scores``/``pair_tokens`` by pair key; ``doc_tokens`` by document key."""
+    """``scores`` (φ of the logits), ``keys`` (FP32 rank keys), ``pair_tokens`` by pair key;
+    ``doc_tokens`` by document key."""
 
     scores: dict[str, float]
+    keys: dict[str, float]
     pair_tokens: dict[str, int]
     doc_tokens: dict[str, int]
 
@@ -48,9 +50,9 @@ class ScoreCache:
         self.max_length = int(scorer.settings.max_length)
         if path.exists():
             data = json.loads(path.read_text(encoding="utf-8"))
-            self.data = CachedScores(data["scores"], data["pair_tokens"], data["doc_tokens"])
+            self.data = CachedScores(data["scores"], data["keys"], data["pair_tokens"], data["doc_tokens"])
         else:
-            self.data = CachedScores({}, {}, {})
+            self.data = CachedScores({}, {}, {}, {})
         self.scored_pairs = 0
 
     def missing(self, query: str, documents: Sequence[str]) -> list[str]:
@@ -62,21 +64,35 @@ class ScoreCache:
         todo = self.missing(query, documents)
         if not todo:
             return 0
-        scores = np.asarray(self.scorer.rerank(query, todo).scores, dtype=np.float32)
+        scored = self.scorer.score([(query, d) for d in todo])
+        scores = np.asarray(scored.scores, dtype=np.float32)
+        keys = np.asarray(scored.keys, dtype=np.float32)
         pairs = self.tokenizer([query] * len(todo), todo, truncation=True, max_length=self.max_length)["input_ids"]
         alone = self.tokenizer(todo, add_special_tokens=False)["input_ids"]
-        for doc, score, pair, ids in zip(todo, scores.tolist(), pairs, alone, strict=True):
+        for doc, score, rank_key, pair, ids in zip(todo, scores.tolist(), keys.tolist(), pairs, alone, strict=True):
             key = _key(query, doc)
             self.data.scores[key] = score
+            self.data.keys[key] = rank_key
             self.data.pair_tokens[key] = len(pair)
             self.data.doc_tokens[_doc_key(doc)] = len(ids)
         self.scored_pairs += len(todo)
         atomic_write_bytes(self.path, json.dumps(self.data.__dict__).encode())
         return len(todo)
 
-    def rerank(self, query: str, documents: Sequence[str], top_n: int | None = None) -> Any:
-        """The cached scores (float32, input order) as a Reranker result; KeyError if one is missing."""
-        return _Result(np.array([self.data.scores[_key(query, d)] for d in documents], dtype=np.float32))
+    @property
+    def rescores_boundary_ties(self) -> bool:
+        """As the cached regime's scorer: a tie straddling ``top_n`` is settled by :meth:`fp32_keys`."""
+        return bool(self.scorer.rescores_boundary_ties)
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> _Result:
+        """The cached scores and rank keys (float32, input order) of ``pairs``; KeyError if one is missing."""
+        keys = [_key(query, doc) for query, doc in pairs]
+        return _Result(np.array([self.data.scores[k] for k in keys], dtype=np.float32),
+                       np.array([self.data.keys[k] for k in keys], dtype=np.float32))
+
+    def fp32_keys(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """FP32 rank keys for boundary re-scoring: the regime's scorer, uncached (rarely needed)."""
+        return self.scorer.fp32_keys(pairs)
 
     def pair_tokens(self, query: str, documents: Sequence[str]) -> int:
         """Tokens the reranker reads for these pairs (sum)."""
@@ -90,3 +106,4 @@ class ScoreCache:
 @dataclass(frozen=True)
 class _Result:
     scores: np.ndarray
+    keys: np.ndarray

@@ -53,7 +53,7 @@ def test_token_cut_keeps_the_verbatim_prefix() -> None:
     cutter = TokenCutter(ModelSettings())
     texts, cut = cutter.cut(["ss -tlnp lists sockets", "df"], 3)
     assert texts == ["ss -t", "df"] and cut == [0]  # ss - t ##ln ##p …
-    assert cutter.count(["df"]) == [3]  # [CLS] df [SEP]
+    assert cutter.count(["df"]) == [4]  # [CLS] d ##f [SEP]
 
 
 def test_apply_limits_writes_the_running_values() -> None:

@@ -45,11 +45,12 @@ def test_shadow_replays_are_not_user_traffic(serve_app, handle, metrics_text):
     assert _value(after, "steadyrank_requests_total", endpoint="search") == _value(
         before, "steadyrank_requests_total", endpoint="search")
     assert _value(after, "steadyrank_golden_quality", variant="primary", metric="ndcg", k="10", stat="expected") > 0
-    # window statistics as series; the replays' reranker chunks went through the shadow gate
+    # window statistics as series; the replays' cross-encoder chunks (the canary's: the primary is the
+    # embedder itself and scores from stored vectors, with no forward pass) went through the shadow gate
     assert _value(after, "steadyrank_golden_candidates_mean", variant="primary") >= 30
     assert any(n == "steadyrank_golden_escalation_ratio" for n, _ in after)
     assert any(n == "steadyrank_golden_ties_at_cutoff_ratio" for n, _ in after)
-    assert _value(after, "steadyrank_shadow_wait_seconds_count", deployment="reranker") > 0
+    assert _value(after, "steadyrank_shadow_wait_seconds_count", deployment="canary_reranker") > 0
     status = handle("ShadowEvaluator").status.remote().result(timeout_s=60)
     assert status["golden_queries"] == 40 and status["variants"] == ["primary", "canary"]
 
