@@ -16,7 +16,8 @@ from steadyrank.retrieval.corpus import read_queries
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
 from steadyrank.retrieval.pipeline import latency_summary, rerank_candidates
 from steadyrank.retrieval.routing import ROUTES, RoutingSettings, load_settings
-from steadyrank.retrieval.store import MODES, IndexStore
+from steadyrank.retrieval.shards import open_index
+from steadyrank.retrieval.store import MODES
 from steadyrank.serve.commands.index import BUNDLED, add_embedder_argument, load_embedder_arg, load_reranker_arg
 from steadyrank.serve.commands.output import dumps_json
 
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     trec: dict[str, dict[str, float]] = {}
     per_query: dict[str, dict[str, Any]] = {}
     stage_seconds: list[dict[str, float]] = []
-    with IndexStore.open(args.index, embedder) as store:
+    with open_index(args.index, embedder) as store:
         for qid, text in tqdm(queries.items(), desc="searching", unit="query", file=sys.stderr, dynamic_ncols=True):
             candidates = store.search(text, mode=args.mode, depth=args.depth, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights)
             if reranker is None:

@@ -193,3 +193,31 @@ def test_build_refuses_empty_shards_and_foreign_directories(tmp_path, embedder):
     assert manifest["shards"] == 2 and json.loads((tmp_path / "z" / "SHARDS.json").read_text())["count"] == 50
     with ShardedIndex.open(tmp_path / "z", embedder) as index:
         assert index.search("report 3", mode="dense", depth=5).doc_ids
+
+
+def test_cli_build_shards_search_equals_unsharded(tmp_path, capsys):
+    """``steadyrank index build --shards 3`` (bundled MiniLM), then info, search and delete on it;
+    the hybrid TREC run equals the unsharded index's."""
+    from steadyrank.metrics.io import read_trec_run
+    from steadyrank.serve.cli import main
+    from tests.retrieval.helpers import write_corpus
+
+    corpus = write_corpus(tmp_path / "corpus.jsonl", synthetic_documents(45, seed=5))
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"_id": f"q{i}", "text": q}) + "\n" for i, q in enumerate(QUERIES)))
+    for name, extra in (("flat", []), ("sharded", ["--shards", "3"])):
+        assert main(["index", "build", "--corpus", str(corpus), "--out", str(tmp_path / name), *extra]) == 0
+    capsys.readouterr()
+    assert main(["index", "info", "--index", str(tmp_path / "sharded"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["live_count"] == 45 and len(info["shards"]) == 3 and info["assignment"] == "sha256-mod"
+    runs = {}
+    for name in ("flat", "sharded"):
+        out = tmp_path / f"{name}.trec"
+        assert main(["search", "--index", str(tmp_path / name), "--queries", str(queries), "--out", str(out),
+                     "--mode", "hybrid", "--depth", "20"]) == 0
+        runs[name] = read_trec_run(out)
+    assert runs["sharded"] == runs["flat"]
+    capsys.readouterr()
+    assert main(["index", "delete", "--index", str(tmp_path / "sharded"), "--ids", "d0", "d1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["live_count"] == 43
