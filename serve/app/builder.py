@@ -63,7 +63,12 @@ def build_app(args: dict[str, Any] | None = None) -> Any:
         canary = Reranker.options(name="CanaryReranker", **d.canary_reranker.ray_options()).bind(
             settings, settings.canary, "canary", hub
         )
-    retriever = Retriever.options(**d.retriever.ray_options()).bind(settings, hub)
+    if settings.index.shards > 1:
+        from steadyrank.serve.app.shards import bind_sharded_retriever
+
+        retriever = bind_sharded_retriever(settings, hub)
+    else:
+        retriever = Retriever.options(**d.retriever.ray_options()).bind(settings, hub)
     searcher = Searcher.options(**d.searcher.ray_options()).bind(settings, embedder, retriever, reranker, canary, hub)
     evaluator = None
     if settings.quality.enabled:

@@ -110,13 +110,23 @@ class MetricsHub:
     """The one registry every replica's Recorder flushes into; ``/metrics`` renders it."""
 
     def __init__(self) -> None:
+        from steadyrank.serve.app.replicas import ReplicaGauge
+
         self.store = MetricsStore()
         self.started = time.time()
+        self.replicas = ReplicaGauge()
 
     async def record(self, updates: list[tuple]) -> int:
         return self.store.apply(updates)
 
     async def render(self) -> bytes:
+        from steadyrank.serve.app.replicas import replica_counts
+
+        try:
+            counts = await asyncio.wait_for(asyncio.to_thread(replica_counts), timeout=2.0)
+            self.store.apply(self.replicas.updates(counts))
+        except Exception:  # noqa: BLE001 - a slow or failing controller must not break /metrics
+            logger.warning("metrics hub: replica counts unavailable", exc_info=True)
         return self.store.render()
 
     async def ready(self) -> dict[str, Any]:
@@ -545,6 +555,8 @@ class Searcher:
             "scoring": facts["scoring"],
             "variant": call.variant,
             "shadow": call.shadow,
+            "partial": bool(found.get("partial", False)),
+            "missing_shards": list(found.get("missing_shards", [])),
         }
         if not call.shadow:
             self._record(stages, k, decision, meta)

@@ -202,6 +202,12 @@ class Ingress:
             if "max_length" in message:
                 raise PayloadTooLarge(message) from None
             raise BadRequest(message) from None
+        except Exception as exc:
+            from steadyrank.retrieval.shards import ShardUnavailableError
+
+            if isinstance(root_cause(exc), ShardUnavailableError) or isinstance(exc, ShardUnavailableError):
+                raise Unavailable(f"index shard unavailable: {message_of(exc)}") from None
+            raise
 
     async def _serve(self, endpoint: str, request: Request,
                      handler: Callable[[Request], Awaitable[Response]], record: bool = True) -> Response:
