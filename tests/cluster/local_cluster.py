@@ -98,11 +98,11 @@ class LocalCluster:
         self.gcs_port, self.dashboard_port, client = free_ports(3)
         self._start("head", ["--head", "--port", str(self.gcs_port), "--dashboard-port", str(self.dashboard_port),
                              "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
-                             "--ray-client-server-port", str(client), "--node-ip-address", "127.0.0.1"],
+                             "--ray-client-server-port", str(client)],
                     num_cpus, resources)
 
     def start_worker(self, num_cpus: int, resources: dict[str, float]) -> None:
-        self._start("worker", ["--address", self.address, "--node-ip-address", "127.0.0.1"], num_cpus, resources)
+        self._start("worker", ["--address", self.address], num_cpus, resources)
 
     def python(self, code: str, timeout: float = 120) -> Any:
         """Run ``code`` in a driver connected to this cluster; it prints one JSON value, returned here."""
