@@ -2,7 +2,7 @@
 
 Each node is one ``<venv>/bin/ray start … --block`` process in its own session (process group),
 with its own ``--temp-dir`` and explicitly chosen free ports (GCS, dashboard, agents, node and
-object managers, worker port range), so it can neither join nor disturb the test session's local
+object managers; workers take free ports of Ray's default range), so it can neither join nor disturb the test session's local
 Ray or anyone else's. Stopping a node kills its process group (never ``ray stop``, which would
 stop every Ray on the machine); the cluster's subprocesses get ``RAY_ADDRESS`` of this cluster.
 """
@@ -45,12 +45,11 @@ class Node:
 
     def kill(self) -> None:
         """SIGKILL the node's whole process group (raylet, its workers, the agents)."""
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.process.wait(timeout=30)
+        try:  # also when `ray start` itself exited: the raylet it spawned may live on in its group
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(timeout=30)
 
 
 @dataclass
@@ -77,7 +76,7 @@ class LocalCluster:
         return env
 
     def _start(self, name: str, args: list[str], num_cpus: int, resources: dict[str, float]) -> None:
-        agent, grpc, runtime_env, metrics, node_mgr, obj_mgr, low = free_ports(7)
+        agent, grpc, runtime_env, metrics, node_mgr, obj_mgr = free_ports(6)
         temp = self.temp_root / name
         temp.mkdir(parents=True, exist_ok=True)
         log = self.root / f"{name}.log"
@@ -87,7 +86,6 @@ class LocalCluster:
             "--dashboard-agent-listen-port", str(agent), "--dashboard-agent-grpc-port", str(grpc),
             "--runtime-env-agent-port", str(runtime_env), "--metrics-export-port", str(metrics),
             "--node-manager-port", str(node_mgr), "--object-manager-port", str(obj_mgr),
-            "--min-worker-port", str(low), "--max-worker-port", str(low + 60),
         ]
         handle = open(log, "w")  # noqa: SIM115 - lives as long as the node
         process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=self.env(),
@@ -101,8 +99,18 @@ class LocalCluster:
                              "--ray-client-server-port", str(client)],
                     num_cpus, resources)
 
-    def start_worker(self, num_cpus: int, resources: dict[str, float]) -> None:
-        self._start("worker", ["--address", self.address], num_cpus, resources)
+    def start_worker(self, num_cpus: int, resources: dict[str, float], attempts: int = 3) -> None:
+        """Start the worker and wait until it is one of 2 alive nodes; retried because `ray start`
+        gives a raylet only 30 s to register, which a heavily loaded machine can exceed."""
+        for attempt in range(attempts):
+            self._start("worker", ["--address", self.address], num_cpus, resources)
+            try:
+                self.wait_nodes(2, 180)
+                return
+            except RuntimeError:
+                self.nodes.pop("worker").kill()
+                if attempt == attempts - 1:
+                    raise
 
     def python(self, code: str, timeout: float = 120) -> Any:
         """Run ``code`` in a driver connected to this cluster; it prints one JSON value, returned here."""

@@ -91,7 +91,6 @@ def cluster(tmp_path_factory) -> LocalCluster:
         cluster.start_head(num_cpus=2, resources={"head_node": 1})
         cluster.wait_nodes(1, 180)
         cluster.start_worker(num_cpus=2, resources={"worker_node": 1})
-        cluster.wait_nodes(2, 180)
         yield cluster
     finally:
         cluster.stop()
