@@ -29,6 +29,7 @@ from typing import Any
 import faiss
 import numpy as np
 
+from steadyrank.retrieval.corpus import Document
 from steadyrank.retrieval.dense import DenseIndex, DenseSettings
 from steadyrank.retrieval.shards import ShardAnswer, ShardHits, merge_hits, scatter_gather, shard_of
 
@@ -37,6 +38,7 @@ from _report import emit  # noqa: E402
 
 DIM = 384
 K = 100
+PLACEHOLDER = Document("d", "a shard returns the documents it names; one shared object stands for them here")
 
 
 def unit_vectors(n: int, seed: int) -> np.ndarray:
@@ -85,7 +87,8 @@ def bench_scatter(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, s
         rows, index = part
         scores, slots = index.search(query, K)
         seqs = rows[slots[0]].tolist()
-        return ShardAnswer(ShardHits([ids[q] for q in seqs], scores[0], seqs), None, {})
+        hit_ids = [ids[q] for q in seqs]
+        return ShardAnswer(ShardHits(hit_ids, scores[0], seqs), None, {i: PLACEHOLDER for i in hit_ids})
 
     async def run() -> tuple[float, float, list[list[int]]]:
         merged, merge_s = [], 0.0
