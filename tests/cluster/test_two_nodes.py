@@ -181,8 +181,14 @@ def test_worker_node_lost_under_load(cluster: LocalCluster, app: str):
         end = killed + 60
         with httpx.Client(base_url=app, timeout=30) as client:
             while time.monotonic() < end:
-                code = client.get("/readyz").status_code
-                searched = client.post("/v1/search", json=body).status_code == 200
+                try:
+                    code = client.get("/readyz").status_code
+                except httpx.HTTPError:
+                    code = 0
+                try:
+                    searched = client.post("/v1/search", json=body).status_code == 200
+                except httpx.HTTPError:
+                    searched = False
                 readiness.append((time.monotonic(), code, searched))
                 time.sleep(1)
     finally:
