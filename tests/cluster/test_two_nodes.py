@@ -178,9 +178,10 @@ def test_worker_node_lost_under_load(cluster: LocalCluster, app: str):
         time.sleep(5)
         killed = time.monotonic()
         cluster.nodes["worker"].kill()
-        end = killed + 60
-        with httpx.Client(base_url=app, timeout=30) as client:
-            while time.monotonic() < end:
+        end = killed + 240  # probe until ready and searching again, or 4 minutes
+        with httpx.Client(base_url=app, timeout=20) as client:
+            while time.monotonic() < end and not (readiness and readiness[-1][1] == 200 and readiness[-1][2]
+                                                  and time.monotonic() > killed + 20):
                 try:
                     code = client.get("/readyz").status_code
                 except httpx.HTTPError:
@@ -198,13 +199,14 @@ def test_worker_node_lost_under_load(cluster: LocalCluster, app: str):
     after = [(t, ok) for t, ok in log if t >= killed]
     errors = [t for t, ok in after if not ok]
     recovery = (max(errors) - killed) if errors else 0.0
+    ready_again = next((t - killed for t, code, ok in readiness if code == 200 and ok and t > killed + 20), None)
     result = {"requests_after_kill": len(after), "errors": len(errors), "recovery_s": round(recovery, 2),
-              "readyz": [c for _, c, _ in readiness]}
+              "ready_again_s": ready_again, "readyz": [c for _, c, _ in readiness]}
     (cluster.root / "failover.json").write_text(json.dumps(result))
     print(f"\nworker killed under load: {json.dumps(result)}")
     assert len(cluster.alive_nodes()) == 1
     assert after and after[-1][1], "requests must succeed again after the node loss"
-    assert recovery < 45, result
+    assert recovery < 120, result
     # /readyz tells the truth: whenever it said ready, the search issued right after succeeded
     assert all(searched for _, code, searched in readiness if code == 200), readiness
     assert readiness[-1][1] == 200 and readiness[-1][2]
