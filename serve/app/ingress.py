@@ -27,7 +27,6 @@ import hmac
 import json
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -45,7 +44,6 @@ from steadyrank.serve.app.dialects import cohere, contract, infinity, tei
 from steadyrank.serve.app.dialects import embeddings as embedding_dialect
 from steadyrank.serve.app.dialects.documents import TokenCutter, document_text
 from steadyrank.serve.app.dialects.names import ServedNames
-from steadyrank.serve.app.dialects.ranking import served_order, tie_facts
 from steadyrank.serve.app.errors import (
     ApiError,
     BadRequest,
@@ -367,14 +365,7 @@ class Ingress:
         body: protocol.RerankRequest = await self._parse(request, protocol.RerankRequest)
         texts = [document_text(d, body.rank_fields) for d in body.documents]
         out = await self._ranking(request, body.query, texts, body.top_n, body.model)
-        results = []
-        for i in served_order(out, body.top_n):
-            item: dict[str, Any] = {"index": i, "relevance_score": float(out["scores"][i])}
-            if body.return_documents:
-                document = body.documents[i]
-                item["document"] = {"text": document} if isinstance(document, str) else document
-            results.append(item)
-        return JSON({"id": str(uuid.uuid4()), "model": out["model"], "results": results, "meta": tie_facts(out)})
+        return JSON(protocol.RerankResponse.build(out, body.documents, body.top_n, body.return_documents).model_dump())
 
     # -- client dialects: Cohere v2, TEI, Infinity -----------------------------------------
 

@@ -36,6 +36,7 @@ from pydantic import (
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.routing import Route
 from steadyrank.serve.app.dialects.contract import limited, non_blank
+from steadyrank.serve.app.dialects.ranking import served_order, tie_facts
 
 if TYPE_CHECKING:
     from steadyrank.retrieval.pipeline import Ranked
@@ -139,17 +140,18 @@ class RerankResponse(_Response):
     meta: RerankMeta
 
     @classmethod
-    def build(cls, ranked: dict[str, Any], documents: Sequence[str], top_n: int | None,
+    def build(cls, ranked: dict[str, Any], documents: Sequence[str | dict[str, Any]], top_n: int | None,
               return_documents: bool) -> RerankResponse:
-        """From the Reranker deployment's ``rerank`` answer: the first ``top_n`` (all when None)."""
-        scores = ranked["scores"]
-        results = [RerankResult(index=int(i), relevance_score=float(scores[i]),
-                                document=RerankDocument(text=documents[i]) if return_documents else None)
-                   for i in ranked["order"][: len(documents) if top_n is None else top_n]]
-        meta = RerankMeta(precision=ranked["precision"], scoring=ranked["scoring"], tie_groups=ranked["tie_groups"],
-                          tie_at_cutoff=bool(ranked["tie_at_cutoff"]), rescored_ties=int(ranked["rescored"]),
-                          truncated=ranked["truncated"])
-        return cls(id=new_id(), model=ranked["model"], results=results, meta=meta)
+        """From the Reranker deployment's ``rerank`` answer: the first ``top_n`` (all when None), each
+        document as sent when ``return_documents`` (a string as ``{"text": ...}``)."""
+
+        def sent(document: str | dict[str, Any]) -> dict[str, Any]:
+            return {"text": document} if isinstance(document, str) else document
+
+        results = [RerankResult(index=i, relevance_score=float(ranked["scores"][i]),
+                                document=sent(documents[i]) if return_documents else None)
+                   for i in served_order(ranked, top_n)]
+        return cls(id=new_id(), model=ranked["model"], results=results, meta=RerankMeta(**tie_facts(ranked)))
 
 
 # ---------------------------------------------------------------------------------------------
