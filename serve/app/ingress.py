@@ -22,7 +22,6 @@ request and its reranked candidates, fire-and-forget.
 # No `from __future__ import annotations` here: FastAPI must see real annotations on the routes
 # that Ray Serve's ingress wraps (a string annotation `Request` would become a query parameter).
 import asyncio
-import base64
 import hmac
 import json
 import logging
@@ -513,14 +512,8 @@ class Ingress:
         embedding_dialect.check_dimensions(body.dimensions, self.names.embedder_dim, self.names.matryoshka, served)
         out = await self._call(deadline, self.embedder.embed.remote(texts, True, deadline=time.time() + deadline))
         vectors = embedding_dialect.shorten(out["vectors"], body.dimensions)
-        if body.encoding_format == "base64":
-            data = [{"object": "embedding", "index": i, "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode()}
-                    for i, v in enumerate(vectors)]
-        else:
-            data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
-        tokens = int(out["tokens"] or 0)
-        return JSON({"object": "list", "data": data, "model": served,
-                     "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        response = protocol.EmbeddingResponse.build(vectors, int(out["tokens"] or 0), served, body.encoding_format)
+        return JSON(response.model_dump())
 
     def _check_embedding_texts(self, texts: list[str], single: bool, field: str) -> None:
         """Embedding inputs: at least one, none blank, within the limits."""
