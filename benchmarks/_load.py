@@ -165,14 +165,35 @@ async def closed_loop(url: str, path: str, bodies: list[bytes], level: int, wind
     return out
 
 
+def process_label(proc: Any) -> str:
+    """A short name for a process of a server tree: Ray's actor title (``ray::ServeReplica:app:
+    Reranker``, ``ray::ProxyActor``), a Ray binary or script (``raylet``, ``gcs_server``,
+    ``dashboard.py``), else the executable and module (``python -m steadyrank.serve.cli``)."""
+    args = proc.cmdline()
+    if not args:
+        return proc.name()
+    if args[0].startswith("ray::"):
+        return args[0].split(".", 1)[0] if "ServeReplica" in args[0] else args[0]
+    words = [a for a in args[1:] if not a.startswith("-")]
+    script = next((w for w in words if w.endswith(".py")), None)
+    if script:
+        return Path(script).name
+    if "-m" in args:
+        return f"python -m {args[args.index('-m') + 1]}"
+    return Path(args[0]).name
+
+
 class TreeSampler:
     """Samples a process tree (a root pid and its descendants, plus the processes ``extra()``
-    returns) every ``period_s`` in a thread: the peak of the summed RSS (MiB) and the count of
-    processes at that peak; :meth:`cpu_percent` measures the tree's CPU over an interval."""
+    returns) every ``period_s`` in a thread: the peak of the summed RSS (MiB), the count of
+    processes at that peak and each one's RSS then (``rss_at_peak_mb``, by :func:`process_label`);
+    :meth:`cpu_percent` measures the tree's CPU over an interval (per process in ``idle_cpu_pct``)."""
 
     def __init__(self, root: int, extra: Any = None, period_s: float = 0.5) -> None:
         self.root, self.extra, self.period_s = root, extra or (lambda: []), period_s
         self.peak_mb, self.processes_at_peak = 0.0, 0
+        self.rss_at_peak_mb: dict[str, float] = {}
+        self.idle_cpu_pct: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -190,15 +211,18 @@ class TreeSampler:
     def sample(self) -> None:
         import psutil
 
-        total, count = 0.0, 0
+        total, count, by_label = 0.0, 0, {}
         for proc in self.processes():
             try:
-                total += proc.memory_info().rss / 2**20
-                count += 1
+                rss = proc.memory_info().rss / 2**20
+                label = process_label(proc)
             except psutil.Error:
                 continue
+            total += rss
+            count += 1
+            by_label[label] = by_label.get(label, 0.0) + rss
         if total > self.peak_mb:
-            self.peak_mb, self.processes_at_peak = total, count
+            self.peak_mb, self.processes_at_peak, self.rss_at_peak_mb = total, count, by_label
 
     def _run(self) -> None:
         while not self._stop.wait(self.period_s):
@@ -216,12 +240,12 @@ class TreeSampler:
         """The tree's CPU time over ``seconds`` as a percentage of the whole machine (all cores)."""
         import psutil
 
-        def cpu_total() -> dict[int, float]:
+        def cpu_total() -> dict[int, tuple[str, float]]:
             out = {}
             for proc in self.processes():
                 try:
                     t = proc.cpu_times()
-                    out[proc.pid] = t.user + t.system
+                    out[proc.pid] = (process_label(proc), t.user + t.system)
                 except psutil.Error:
                     continue
             return out
@@ -229,5 +253,9 @@ class TreeSampler:
         before = cpu_total()
         time.sleep(seconds)
         after = cpu_total()
-        used = sum(after[pid] - before.get(pid, 0.0) for pid in after)
-        return 100.0 * used / seconds / (os.cpu_count() or 1)
+        scale = 100.0 / seconds / (os.cpu_count() or 1)
+        per_label: dict[str, float] = {}
+        for pid, (label, used) in after.items():
+            per_label[label] = per_label.get(label, 0.0) + (used - before.get(pid, (label, 0.0))[1]) * scale
+        self.idle_cpu_pct = per_label
+        return sum(per_label.values())

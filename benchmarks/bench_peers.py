@@ -300,6 +300,8 @@ def run_peer(peer: Peer, port: int, queries: list[str], passages: list[str], arg
         running.sampler.sample()
         footprint = {"cold_start_s": running.cold_start_s, "peak_rss_mb": running.sampler.peak_mb,
                      "processes_at_peak": running.sampler.processes_at_peak,
+                     "rss_at_peak_mb_by_process": dict(sorted(running.sampler.rss_at_peak_mb.items(), key=lambda kv: -kv[1])),
+                     "idle_cpu_pct_by_process": dict(sorted(running.sampler.idle_cpu_pct.items(), key=lambda kv: -kv[1])),
                      "idle_cpu_tree_pct": tree_cpu, "idle_cpu_machine_pct": machine_cpu, "idle_window_s": args.idle_s}
     finally:
         code = running.stop()

@@ -10,30 +10,46 @@
 Modules: ``corpus`` (documents, JSONL readers), ``dense`` (FAISS), ``bm25`` (bm25s), ``fusion`` (RRF),
 ``store`` (index directory, WAL, generations), ``routing`` (pure dynamic-K policy and signals),
 ``pipeline`` (two-pass reranking), ``calibration`` (threshold search), ``protocols`` (model interfaces).
+
+The names below are imported on first use (PEP 562), so importing one light submodule (say
+``retrieval.modes`` in the HTTP ingress) does not load FAISS, bm25s and numba into the process.
 """
 
-from steadyrank.retrieval.bm25 import Bm25Settings
-from steadyrank.retrieval.calibration import Calibration, calibrate, observe, replay_route
-from steadyrank.retrieval.corpus import Corpus, CorpusError, Document, read_corpus, read_documents, read_queries
-from steadyrank.retrieval.dense import DenseSettings
-from steadyrank.retrieval.fsio import IndexLockedError
-from steadyrank.retrieval.fusion import reciprocal_rank_fusion
-from steadyrank.retrieval.pipeline import Ranked, rerank_candidates, serve_order
-from steadyrank.retrieval.protocols import Embedder, Reranker
-from steadyrank.retrieval.routing import (
-    RoutingDecision,
-    RoutingSettings,
-    RoutingSignals,
-    compute_signals,
-    decide,
-    load_settings,
-)
-from steadyrank.retrieval.store import Candidates, EmbedderMismatchError, IndexIntegrityError, IndexStore, build_index
+from steadyrank.lazy import lazy_exports
 
-__all__ = [
-    "Bm25Settings", "Calibration", "Candidates", "Corpus", "CorpusError", "DenseSettings", "Document", "Embedder",
-    "EmbedderMismatchError", "IndexIntegrityError", "IndexLockedError", "IndexStore", "Ranked", "Reranker",
-    "RoutingDecision", "RoutingSettings", "RoutingSignals", "build_index", "calibrate", "compute_signals", "decide",
-    "load_settings", "observe", "read_corpus", "read_documents", "read_queries", "reciprocal_rank_fusion",
-    "replay_route", "rerank_candidates", "serve_order",
-]
+#: public name → the submodule that defines it
+_EXPORTS: dict[str, str] = {
+    "Bm25Settings": "steadyrank.retrieval.bm25",
+    "Calibration": "steadyrank.retrieval.calibration",
+    "calibrate": "steadyrank.retrieval.calibration",
+    "observe": "steadyrank.retrieval.calibration",
+    "replay_route": "steadyrank.retrieval.calibration",
+    "Corpus": "steadyrank.retrieval.corpus",
+    "CorpusError": "steadyrank.retrieval.corpus",
+    "Document": "steadyrank.retrieval.corpus",
+    "read_corpus": "steadyrank.retrieval.corpus",
+    "read_documents": "steadyrank.retrieval.corpus",
+    "read_queries": "steadyrank.retrieval.corpus",
+    "DenseSettings": "steadyrank.retrieval.dense",
+    "IndexLockedError": "steadyrank.retrieval.fsio",
+    "reciprocal_rank_fusion": "steadyrank.retrieval.fusion",
+    "Ranked": "steadyrank.retrieval.pipeline",
+    "rerank_candidates": "steadyrank.retrieval.pipeline",
+    "serve_order": "steadyrank.retrieval.pipeline",
+    "Embedder": "steadyrank.retrieval.protocols",
+    "Reranker": "steadyrank.retrieval.protocols",
+    "RoutingDecision": "steadyrank.retrieval.routing",
+    "RoutingSettings": "steadyrank.retrieval.routing",
+    "RoutingSignals": "steadyrank.retrieval.routing",
+    "compute_signals": "steadyrank.retrieval.routing",
+    "decide": "steadyrank.retrieval.routing",
+    "load_settings": "steadyrank.retrieval.routing",
+    "Candidates": "steadyrank.retrieval.store",
+    "EmbedderMismatchError": "steadyrank.retrieval.store",
+    "IndexIntegrityError": "steadyrank.retrieval.store",
+    "IndexStore": "steadyrank.retrieval.store",
+    "build_index": "steadyrank.retrieval.store",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

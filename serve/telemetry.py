@@ -80,8 +80,13 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
     MetricSpec("steadyrank_requests_dropped_total", "counter",
                "Requests dropped before any model compute, by where (ingress, embedder, reranker, "
                "canary_reranker) and why: overloaded (refused at admission, 503), deadline (its deadline "
-               "passed while queued, 504), disconnected (its caller gave up while queued).",
+               "passed while queued, 504), disconnected (its caller gave up while queued), shutting_down "
+               "(refused while the server drains for shutdown, 503).",
                ("deployment", "reason")),
+    MetricSpec("steadyrank_request_retries_total", "counter",
+               "Deployment calls the ingress made again because the replica serving them died or became "
+               "unreachable (reason replica_lost); the repeat goes to a live or replacement replica.",
+               ("reason",)),
     MetricSpec("steadyrank_request_duration_seconds", "histogram",
                "Latency of user requests per endpoint, from request received to response ready.",
                ("endpoint",), LATENCY_BUCKETS),

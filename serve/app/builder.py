@@ -43,7 +43,11 @@ def resolve_settings(source: Any) -> Settings:
 
 def build_app(args: dict[str, Any] | None = None) -> Any:
     """The bound application (``ray.serve.Application``) for ``args`` (see the module docstring)."""
-    from steadyrank.serve.app.deployments import Embedder, MetricsHub, Reranker, Retriever, Searcher
+    from steadyrank.serve.app.deployments.embedder import Embedder
+    from steadyrank.serve.app.deployments.metrics_hub import MetricsHub
+    from steadyrank.serve.app.deployments.reranker import Reranker
+    from steadyrank.serve.app.deployments.retriever import Retriever
+    from steadyrank.serve.app.deployments.searcher import Searcher
     from steadyrank.serve.app.ingress import Ingress
 
     args = dict(args or {})

@@ -84,13 +84,18 @@ def index_dir(settings: Settings) -> Path:
     return settings.cache_path() / f"index-{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
+def index_exists(settings: Settings) -> bool:
+    """Whether :func:`ensure_index` would find an index (and build nothing)."""
+    return (index_dir(settings) / "CURRENT").is_file()
+
+
 def ensure_index(settings: Settings, on_progress: Callable[[int, int], None] | None = None) -> Path:
     """The index directory, built first if it holds no index yet; returns its path.
 
     ``on_progress(done, total)`` reports embedded documents during a build.
     """
     path = index_dir(settings)
-    if (path / "CURRENT").is_file():
+    if index_exists(settings):
         return path
     corpus = corpus_path(settings)
     if corpus is None:

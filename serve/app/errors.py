@@ -69,6 +69,13 @@ class Unavailable(ApiError):
     status, type = 503, "unavailable_error"
 
 
+class ShuttingDown(Overloaded):
+    """The server drains for shutdown: 503 with ``Retry-After`` (a restarted server, or another
+    node behind the load balancer, will answer)."""
+
+    type = "unavailable_error"
+
+
 class Timeout(ApiError):
     status, type = 504, "timeout_error"
 

@@ -49,6 +49,7 @@ from steadyrank.serve.app.errors import (
     NotFound,
     Overloaded,
     PayloadTooLarge,
+    ShuttingDown,
     Timeout,
     Unauthorized,
     Unavailable,
@@ -116,6 +117,20 @@ def root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
+def replica_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps) says the replica serving the call died or became
+    unreachable (``RayActorError``: ``ActorDiedError``, ``ActorUnavailableError``)."""
+    from ray.exceptions import RayActorError
+
+    seen = 0
+    while exc is not None and seen < 6:
+        if isinstance(exc, RayActorError):
+            return True
+        exc = getattr(exc, "cause", None) or exc.__cause__  # type: ignore[assignment]
+        seen += 1
+    return False
+
+
 def message_of(exc: BaseException) -> str:
     cause = root_cause(exc)
     return str(cause.args[0]) if cause.args else type(cause).__name__
@@ -138,6 +153,7 @@ class Ingress:
         self.facts: dict[str, dict[str, Any]] = {}
         self._background: set[asyncio.Task] = set()
         self.in_flight = 0
+        self.draining = False
         self.names = ServedNames.from_settings(settings)
         self.reranker_tokens = TokenCutter(settings.reranker_model)
         self.embedder_tokens = TokenCutter(settings.embedder)
@@ -199,14 +215,26 @@ class Ingress:
             raise BadRequest("X-Request-Timeout must be > 0")
         return min(asked, limit)
 
-    async def _call(self, deadline: float, work: Awaitable[Any]) -> Any:
-        """Await a deployment call under ``deadline``, mapping Ray's errors to HTTP ones."""
+    async def _call(self, deadline: float, call: Callable[[], Awaitable[Any]]) -> Any:
+        """Await ``call()`` (a deployment call) under ``deadline`` seconds, mapping Ray's errors to
+        HTTP ones. A call whose replica died under it (process killed, node lost) is made again
+        while the deadline allows: Serve routes it to a live or replacement replica, and every call
+        made here reads only (scoring, search, reports), so a repeat is safe. Repeats are counted
+        in ``steadyrank_request_retries_total{reason="replica_lost"}``."""
         from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 
-        from steadyrank.serve.app.deployments import DeadlineExceeded, InvalidRequest
+        from steadyrank.serve.app.deployments.common import DeadlineExceeded, InvalidRequest
 
+        ends = time.monotonic() + deadline
         try:
-            return await asyncio.wait_for(work, timeout=deadline)
+            while True:
+                try:
+                    return await asyncio.wait_for(call(), timeout=max(0.0, ends - time.monotonic()))
+                except Exception as exc:
+                    if not replica_lost(exc) or time.monotonic() >= ends:
+                        raise
+                    self.recorder.inc("steadyrank_request_retries_total", reason="replica_lost")
+                    await asyncio.sleep(min(0.1, max(0.0, ends - time.monotonic())))  # let Serve see the loss
         except (asyncio.TimeoutError, DeadlineExceeded):
             raise Timeout(f"request took longer than its deadline of {deadline:g} s") from None
         except BackPressureError:
@@ -227,6 +255,11 @@ class Ingress:
     async def _serve(self, endpoint: str, request: Request,
                      handler: Callable[[Request], Awaitable[Response]], record: bool = True) -> Response:
         started = time.perf_counter()
+        if record and self.draining:
+            self.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason="shutting_down")
+            response = ShuttingDown("server shutting down: not taking new requests", self.limits.retry_after_s).response()
+            self.recorder.inc("steadyrank_requests_total", endpoint=endpoint, code=str(response.status_code))
+            return response
         if record and self.in_flight >= self.limits.max_in_flight:
             self.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason="overloaded")
             response = Overloaded(f"server at capacity ({self.limits.max_in_flight} requests in flight); retry later",
@@ -254,6 +287,17 @@ class Ingress:
             self.recorder.inc("steadyrank_requests_total", endpoint=endpoint, code=str(response.status_code))
             self.recorder.observe("steadyrank_request_duration_seconds", time.perf_counter() - started, endpoint=endpoint)
         return response
+
+    async def drain(self) -> dict[str, Any]:
+        """Shutdown, step one (called by ``steadyrank serve`` on SIGTERM/SIGINT through the app
+        handle, before any deployment stops): from now on this replica refuses new scoring requests
+        (JSON 503 with ``Retry-After``) and ``/readyz`` answers 503 "draining". Returns this
+        replica's id and its scoring requests and shadow hand-offs still in flight; the caller
+        polls until they reach zero, so chained calls (ingress → Searcher → Embedder, Retriever,
+        Reranker) finish before the deployments they need are torn down."""
+        self.draining = True
+        return {"replica": serve.get_replica_context().replica_id.unique_id,
+                "in_flight": self.in_flight + len(self._background)}
 
     async def _model_facts(self, name: str, handle: Any) -> dict[str, Any]:
         if name not in self.facts:
@@ -287,6 +331,8 @@ class Ingress:
         """Ready: models loaded, index loaded, metrics hub reachable (503 otherwise). Degraded: a
         deployment has fewer RUNNING replicas than replicas (one died and is being replaced); 200
         while every deployment keeps one running, else 503 (see ``serve.app.health``)."""
+        if self.draining:
+            return JSON({"status": "draining", "checks": {"draining": True}}, status_code=503)
         try:
             health = await replica_health_async(serve.get_replica_context().app_name)
         except Exception:  # noqa: BLE001 — the controller is unreachable: the checks below decide
@@ -317,7 +363,7 @@ class Ingress:
 
     # -- models -------------------------------------------------------------------------------
 
-    @app.get("/v1/models", tags=["models"], responses=_errors(401))
+    @app.get("/v1/models", tags=["models"], response_model=protocol.ModelList, responses=_errors(401))
     async def models(self, request: Request) -> Response:
         """The served models (OpenAI-shaped list)."""
 
@@ -325,14 +371,8 @@ class Ingress:
             self._authorize(request)
             embedder = await self._model_facts("embedder", self.embedder)
             reranker = await self._model_facts("reranker", self.reranker)
-            data = []
-            for task, facts, names in (("embeddings", embedder, self.names.embedder),
-                                       ("rerank", reranker, self.names.reranker)):
-                data.append({"id": facts["model"], "object": "model", "owned_by": "steadyrank", "task": task,
-                             **facts, "aliases": list(names[1:])})
-                data += [{"id": alias, "object": "model", "owned_by": "steadyrank", "task": task,
-                          "root": facts["model"]} for alias in names[1:]]
-            return JSON({"object": "list", "data": data})
+            served = [("embeddings", embedder, self.names.embedder[1:]), ("rerank", reranker, self.names.reranker[1:])]
+            return JSON(protocol.ModelList.build(served).model_dump())
 
         return await self._serve("models", request, handle, record=False)
 
@@ -356,8 +396,8 @@ class Ingress:
         self._check_texts(texts, field, self.limits.max_documents)
         self.names.resolve("reranker", model)
         top_n = min(top_n, len(texts)) if top_n is not None else None
-        return await self._call(deadline, self.reranker.rerank.remote(query, texts, top_n,
-                                                                     deadline=time.time() + deadline))
+        ends = time.time() + deadline
+        return await self._call(deadline, lambda: self.reranker.rerank.remote(query, texts, top_n, deadline=ends))
 
     async def _rerank(self, request: Request) -> Response:
         self._authorize(request)
@@ -436,7 +476,8 @@ class Ingress:
                 counts = await asyncio.to_thread(self.embedder_tokens.count, texts)
                 tei.check_untruncated(False, [i for i, c in enumerate(counts) if c > max_length], "inputs", max_length)
             deadline = self._deadline(request)
-            out = await self._call(deadline, self.embedder.embed.remote(texts, False, deadline=time.time() + deadline))
+            ends = time.time() + deadline
+            out = await self._call(deadline, lambda: self.embedder.embed.remote(texts, False, deadline=ends))
         except ApiError as exc:
             return tei.error_response(exc)
         return JSON(np.asarray(out["vectors"], dtype=np.float32).tolist())
@@ -460,7 +501,7 @@ class Ingress:
             raise BadRequest(f"top_n: must be ≤ {self.limits.max_top_n}, got {body.top_n}")
         call = protocol.SearchCall(query=body.query, top_n=body.top_n, mode=body.mode,
                                    return_documents=body.return_documents, deadline=time.time() + deadline)
-        out: protocol.SearchOutcome = await self._call(deadline, self.searcher.search.remote(call))
+        out: protocol.SearchOutcome = await self._call(deadline, lambda: self.searcher.search.remote(call))
         payload = protocol.SearchResponse.build(out, body.return_candidates).model_dump()
         background = None
         if self.evaluator is not None:
@@ -510,7 +551,8 @@ class Ingress:
         self._check_embedding_texts(texts, isinstance(body.input, str), "input")
         served = self.names.resolve("embedder", body.model)
         embedding_dialect.check_dimensions(body.dimensions, self.names.embedder_dim, self.names.matryoshka, served)
-        out = await self._call(deadline, self.embedder.embed.remote(texts, True, deadline=time.time() + deadline))
+        ends = time.time() + deadline
+        out = await self._call(deadline, lambda: self.embedder.embed.remote(texts, True, deadline=ends))
         vectors = embedding_dialect.shorten(out["vectors"], body.dimensions)
         response = protocol.EmbeddingResponse.build(vectors, int(out["tokens"] or 0), served, body.encoding_format)
         return JSON(response.model_dump())
@@ -534,7 +576,7 @@ class Ingress:
             self._authorize(request)
             if self.evaluator is None:
                 raise NotFound("the shadow evaluator is off (quality.enabled: false)")
-            return JSON(await self._call(self._deadline(request), self.evaluator.canary_report.remote()))
+            return JSON(await self._call(self._deadline(request), lambda: self.evaluator.canary_report.remote()))
 
         return await self._serve("canary", request, handle, record=False)
 
@@ -546,6 +588,6 @@ class Ingress:
             self._authorize(request)
             if self.evaluator is None:
                 raise NotFound("the shadow evaluator is off (quality.enabled: false)")
-            return JSON(await self._call(self._deadline(request), self.evaluator.status.remote()))
+            return JSON(await self._call(self._deadline(request), lambda: self.evaluator.status.remote()))
 
         return await self._serve("quality", request, handle, record=False)

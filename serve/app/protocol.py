@@ -335,7 +335,8 @@ class EmbeddingResponse(_Response):
 
 
 class ModelCard(BaseModel):
-    """One served model: OpenAI's fields plus the model facts of its deployment (``info``)."""
+    """One served model: OpenAI's fields plus the model facts of its deployment (``info``); an
+    alias's card names its model in ``root``."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -350,9 +351,14 @@ class ModelList(_Response):
     data: list[ModelCard]
 
     @classmethod
-    def build(cls, embedder: dict[str, Any], reranker: dict[str, Any]) -> ModelList:
-        return cls(data=[ModelCard(id=embedder["model"], task="embeddings", **embedder),
-                         ModelCard(id=reranker["model"], task="rerank", **reranker)])
+    def build(cls, served: list[tuple[Literal["embeddings", "rerank"], dict[str, Any], tuple[str, ...]]]) -> ModelList:
+        """The list of ``(task, model facts, aliases)``: each model's card (with its ``aliases``),
+        then one card per alias (``root`` = the model's id)."""
+        data = []
+        for task, facts, aliases in served:
+            data.append(ModelCard(id=facts["model"], task=task, **facts, aliases=list(aliases)))
+            data += [ModelCard(id=alias, task=task, root=facts["model"]) for alias in aliases]
+        return cls(data=data)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,7 +372,7 @@ class HealthResponse(_Response):
 class ReadyResponse(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    status: Literal["ready", "degraded", "not_ready"]
+    status: Literal["ready", "degraded", "draining", "not_ready"]
     checks: dict[str, Any]
 
 

@@ -296,13 +296,15 @@ class HttpSettings(_Section):
 
 
 class ServerSettings(_Section):
-    """Lifecycle of `steadyrank serve`: shutdown grace and Ray's dashboard."""
+    """Lifecycle of `steadyrank serve`: shutdown grace, Ray's dashboard and Serve's access log."""
 
     shutdown_grace_s: float = Field(
         30.0, ge=0, le=3600,
         description="on SIGTERM/SIGINT: seconds in-flight requests get to finish before Ray is shut down",
     )
     dashboard: bool = Field(False, description="start Ray's dashboard (and its agent processes) with the local Ray")
+    access_log: bool = Field(False, description="Ray Serve's per-request access log lines (proxy and every replica) "
+                                                "in Ray's log folder; steadyrank's metrics count every request either way")
 
 
 class ServedRerankerNames(_Section):

@@ -11,6 +11,8 @@ import socket
 import sys
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 DESCRIPTION = """\
 Start the steadyrank Ray Serve application on this machine and serve until Ctrl-C or SIGTERM.
@@ -76,9 +78,21 @@ def _progress(done: int, total: int) -> None:
           file=sys.stderr, flush=True)
 
 
+def _ensure_index_in_child(settings: Any) -> Path:
+    """Build the index in a spawned child process: embedding the corpus loads the embedder (torch,
+    about 0.5 GB), which this process, alive as long as the server, would otherwise keep."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from steadyrank.serve.app.default import ensure_index
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(ensure_index, settings, _progress).result()
+
+
 def run(args: argparse.Namespace) -> int:
     from steadyrank.serve.app.builder import resolve_settings
-    from steadyrank.serve.app.default import ensure_index
+    from steadyrank.serve.app.default import ensure_index, index_exists
 
     settings = resolve_settings(args.config)  # SettingsError (a ValueError) → one line per bad field, exit 2
     host = args.host or settings.http.host
@@ -89,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     reserved = settings.deployments.total_cpus(canary=canary, evaluator=settings.quality.enabled)
     source = args.config or os.environ.get("STEADYRANK_SETTINGS") or "the embedded default"
     print(f"steadyrank: settings from {source}", file=sys.stderr)
-    index = ensure_index(settings, on_progress=_progress)
+    index = ensure_index(settings) if index_exists(settings) else _ensure_index_in_child(settings)
     print(f"steadyrank: index at {index}", file=sys.stderr)
     if args.check:
         print(f"steadyrank: settings valid; deployments reserve {reserved:g} CPUs; would listen on http://{host}:{port}")
@@ -97,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
     if args.address is None and not _port_free(host, port):
         raise ValueError(f"port {port} on {host} is already in use: stop what holds it or pass --port")
 
+    from steadyrank.serve.app.ray_env import apply_ray_env
+
+    apply_ray_env()  # before ray.init: the Ray processes it starts inherit them
     import ray
     from ray import serve as ray_serve
 
@@ -110,10 +127,11 @@ def run(args: argparse.Namespace) -> int:
         ray.init(num_cpus=math.ceil(max(cpus, reserved)), include_dashboard=dashboard)
     stop = _StopSignals()  # after ray.init, which installs its own SIGTERM handler
     try:
-        ray_serve.start(http_options={"host": host, "port": port})
+        access_log = {"enable_access_log": settings.server.access_log}
+        ray_serve.start(http_options={"host": host, "port": port}, logging_config=access_log)
         print("steadyrank: starting the deployments (the first start loads the models; this takes a minute)…",
               file=sys.stderr, flush=True)
-        ray_serve.run(build_app({"settings": settings}), name=APP_NAME, route_prefix="/")
+        ray_serve.run(build_app({"settings": settings}), name=APP_NAME, route_prefix="/", logging_config=access_log)
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
         url = f"http://{shown}:{port}"
         print(f"\nsteadyrank is serving at {url}   (Ctrl-C or SIGTERM to stop)\n"
@@ -180,12 +198,26 @@ class _StopSignals:
 
 
 def _drain(ray_serve, grace_s: float, stop: _StopSignals) -> None:
-    """Stop taking requests and let the in-flight ones finish: deleting the application takes its
-    route off the proxy at once (new requests are refused) while every replica keeps running until
-    its ongoing requests are done or its ``graceful_shutdown_timeout_s`` (= the grace) passed.
-    Returns when the application is gone, after ``grace_s`` plus a margin, or on a second signal."""
+    """Stop taking requests and let the in-flight ones finish, then tear the application down.
+
+    1. Every Ingress replica is told to drain (:meth:`Ingress.drain`): new scoring requests get a
+       JSON 503 with ``Retry-After``, ``/readyz`` answers 503 "draining".
+    2. Wait until no Ingress replica has a request in flight (every downstream call a request
+       needs has returned), ``grace_s`` at most, or a second signal.
+    3. Delete the application; replicas still busy finish within their
+       ``graceful_shutdown_timeout_s`` (= the grace).
+
+    Draining the front first matters for chained requests: deleting the application stops every
+    deployment at once, and a downstream replica idle for a moment (the Searcher between its
+    Embedder and Reranker calls) would stop under a request that still needs it."""
+    deadline = time.monotonic() + grace_s
+    try:
+        _drain_ingress(ray_serve, deadline, stop)
+    except Exception as exc:  # noqa: BLE001 — the application or controller may already be failing
+        print(f"steadyrank: draining the ingress failed ({type(exc).__name__}: {exc}); stopping the deployments",
+              file=sys.stderr, flush=True)
     ray_serve.delete(APP_NAME, _blocking=False)
-    deadline = time.monotonic() + grace_s + 10.0
+    deadline += 10.0
     while time.monotonic() < deadline and not stop.force.is_set():
         try:
             if APP_NAME not in ray_serve.status().applications:
@@ -193,3 +225,20 @@ def _drain(ray_serve, grace_s: float, stop: _StopSignals) -> None:
         except Exception:  # noqa: BLE001 — the controller may already be going away
             return
         stop.force.wait(0.2)
+
+
+def _drain_ingress(ray_serve, deadline: float, stop: _StopSignals, poll_s: float = 0.2) -> None:
+    """Call ``drain`` on the Ingress replicas until every RUNNING one has answered and reported
+    nothing in flight (the handle routes each call to one replica, so calls repeat until all
+    were reached), or until ``deadline`` (monotonic s) or a second signal."""
+    status = ray_serve.status().applications[APP_NAME].deployments["Ingress"]
+    replicas = max(1, int(status.replica_states.get("RUNNING", 0)))
+    handle = ray_serve.get_app_handle(APP_NAME)
+    in_flight: dict[str, int] = {}
+    while time.monotonic() < deadline and not stop.force.is_set():
+        answer = handle.drain.remote().result(timeout_s=max(0.1, deadline - time.monotonic()))
+        in_flight[answer["replica"]] = int(answer["in_flight"])
+        if len(in_flight) >= replicas and not any(in_flight.values()):
+            return
+        if len(in_flight) >= replicas:
+            stop.force.wait(poll_s)

@@ -7,8 +7,7 @@
 >>> out = scorer.rerank("query", ["doc a", "doc b"], top_n=1)      # RerankOutput
 """
 
-import importlib
-from typing import Any
+from steadyrank.lazy import lazy_exports
 
 #: Public name → defining module. Imported on first use (PEP 562), so that importing the settings
 #: or errors (as the server's ingress and CLI do) does not load torch.
@@ -27,9 +26,4 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'steadyrank.serve.runtime' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -25,6 +25,7 @@ RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
 CONTRACT = {
     "steadyrank_requests_total": "counter",
     "steadyrank_requests_dropped_total": "counter",
+    "steadyrank_request_retries_total": "counter",
     "steadyrank_request_duration_seconds": "histogram",
     "steadyrank_stage_duration_seconds": "histogram",
     "steadyrank_batch_size": "histogram",

@@ -244,7 +244,7 @@ async def _load_with_replica_kill(srv: Server, clients: int, before_s: float, af
 def test_killed_reranker_replica_is_replaced_with_under_one_percent_failures(server: Server) -> None:
     """SIGKILL of the Reranker's replica process under steady load (2 closed-loop clients, at least
     300 requests in all): Ray Serve starts a replacement, fewer than 1% of the requests fail (the
-    ones running on the killed replica are lost: nothing retries them), and /readyz says "degraded"
+    ingress repeats a call whose replica died, within its deadline), and /readyz says "degraded"
     (not "ready") between the kill and the replacement's start, "ready" after."""
     run = asyncio.run(_load_with_replica_kill(server, clients=2, before_s=5.0, after_s=5.0, min_requests=300))
     outcomes = run["outcomes"]

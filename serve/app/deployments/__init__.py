@@ -10,14 +10,6 @@ call the Reranker and the Embedder directly. Every replica records metrics throu
 - :mod:`.common`: ``InvalidRequest`` and the helpers every deployment shares.
 
 Model runtimes are imported inside the constructors, so replicas that hold no model never import
-torch from here.
+torch from here; this package re-exports nothing, so a replica loads only its own deployment's
+module (the metrics hub never loads FAISS or bm25s).
 """
-
-from steadyrank.serve.app.deployments.common import DeadlineExceeded, InvalidRequest
-from steadyrank.serve.app.deployments.embedder import Embedder
-from steadyrank.serve.app.deployments.metrics_hub import MetricsHub
-from steadyrank.serve.app.deployments.reranker import Reranker
-from steadyrank.serve.app.deployments.retriever import Retriever
-from steadyrank.serve.app.deployments.searcher import Searcher
-
-__all__ = ["DeadlineExceeded", "Embedder", "InvalidRequest", "MetricsHub", "Reranker", "Retriever", "Searcher"]
