@@ -330,25 +330,28 @@ class Ingress:
     async def readyz(self) -> JSONResponse:
         """Ready: models loaded, index loaded, metrics hub reachable (503 otherwise). Degraded: a
         deployment has fewer RUNNING replicas than replicas (one died and is being replaced); 200
-        while every deployment keeps one running, else 503 (see ``serve.app.health``)."""
+        while every deployment keeps one running, else 503 (see ``serve.app.health``). Draining
+        (shutting down, :meth:`drain`): 503."""
         if self.draining:
-            return JSON({"status": "draining", "checks": {"draining": True}}, status_code=503)
+            return self._ready("draining", {"draining": True}, 503)
         try:
             health = await replica_health_async(serve.get_replica_context().app_name)
         except Exception:  # noqa: BLE001 — the controller is unreachable: the checks below decide
             health = None
         if health is not None and not health.healthy:
-            return JSON({"status": "degraded", "checks": {"replicas": health.degraded}},
-                        status_code=200 if health.serving else 503)
+            return self._ready("degraded", {"replicas": health.degraded}, 200 if health.serving else 503)
         try:
             checks = await asyncio.wait_for(self.searcher.ready.remote(), timeout=10.0)
             checks["metrics_hub"] = await asyncio.wait_for(self.hub.ready.remote(), timeout=5.0)
             if self.evaluator is not None:
                 checks["evaluator"] = {"configured": True}
         except Exception as exc:  # noqa: BLE001
-            return JSON({"status": "not_ready", "checks": {"error": f"{type(root_cause(exc)).__name__}: "
-                                                                            f"{message_of(exc)}"}}, status_code=503)
-        return JSON({"status": "ready", "checks": checks})
+            return self._ready("not_ready", {"error": f"{type(root_cause(exc)).__name__}: {message_of(exc)}"}, 503)
+        return self._ready("ready", checks, 200)
+
+    @staticmethod
+    def _ready(status: str, checks: dict[str, Any], code: int) -> JSONResponse:
+        return JSON(protocol.ReadyResponse(status=status, checks=checks).model_dump(), status_code=code)
 
     @app.get("/metrics", tags=["health"], response_class=Response)
     async def metrics(self, request: Request) -> Response:
