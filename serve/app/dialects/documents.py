@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -32,27 +33,25 @@ def document_text(document: DocumentInput, rank_fields: Sequence[str] | None) ->
 class TokenCutter:
     """Cuts texts to their first ``n`` tokens of a model's tokenizer (special tokens not counted);
     the cut is made in the original string at the end offset of token ``n``, so the kept prefix is
-    the user's text verbatim. The tokenizer is loaded on first use."""
+    the user's text verbatim. The tokenizer is loaded on first use: the model's ``tokenizer.json``
+    through the ``tokenizers`` library (no torch in the ingress), else transformers' AutoTokenizer."""
 
     def __init__(self, model: Any) -> None:
         self.model = model  # runtime ModelSettings
-        self._tokenizer: Any = None
+        self._encode: Any = None
         self._lock = threading.Lock()
 
-    def tokenizer(self) -> Any:
+    def encoder(self) -> Any:
+        """``encode(texts, special) -> [(token ids, (start, end) offsets)]``, loaded once."""
         with self._lock:
-            if self._tokenizer is None:
-                from transformers import AutoTokenizer
-
-                self._tokenizer = AutoTokenizer.from_pretrained(str(self.model.model_path()), local_files_only=True)
-            return self._tokenizer
+            if self._encode is None:
+                self._encode = _load_encoder(Path(str(self.model.model_path())))
+            return self._encode
 
     def cut(self, texts: Sequence[str], max_tokens: int) -> tuple[list[str], list[int]]:
         """``(texts cut to max_tokens tokens, indices of the texts that were cut)``."""
-        encoded = self.tokenizer()(list(texts), add_special_tokens=False, return_offsets_mapping=True,
-                                   truncation=False)
         out, cut = [], []
-        for i, (text, offsets) in enumerate(zip(texts, encoded["offset_mapping"], strict=False)):
+        for i, (text, (_, offsets)) in enumerate(zip(texts, self.encoder()(list(texts), False), strict=True)):
             if len(offsets) > max_tokens:
                 out.append(text[: offsets[max_tokens - 1][1]])
                 cut.append(i)
@@ -62,4 +61,26 @@ class TokenCutter:
 
     def count(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text as the model reads it (special tokens included)."""
-        return [len(ids) for ids in self.tokenizer()(list(texts), truncation=False)["input_ids"]]
+        return [len(ids) for ids, _ in self.encoder()(list(texts), True)]
+
+
+def _load_encoder(path: Path) -> Any:
+    """The model's tokenizer as ``encode(texts, special)``: its ``tokenizer.json`` with truncation
+    and padding off (what transformers' fast tokenizer runs), or AutoTokenizer when it has none."""
+    if (path / "tokenizer.json").is_file():
+        from tokenizers import Tokenizer
+
+        fast = Tokenizer.from_file(str(path / "tokenizer.json"))
+        fast.no_truncation()
+        fast.no_padding()
+        return lambda texts, special: [(e.ids, e.offsets) for e in fast.encode_batch(texts, add_special_tokens=special)]
+    from transformers import AutoTokenizer
+
+    slow = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+
+    def encode(texts: list[str], special: bool) -> list[tuple[list[int], list[tuple[int, int]]]]:
+        found = slow(texts, add_special_tokens=special, return_offsets_mapping=not special, truncation=False)
+        offsets = found.get("offset_mapping") or [[] for _ in texts]
+        return list(zip(found["input_ids"], offsets, strict=True))
+
+    return encode
