@@ -39,6 +39,7 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from steadyrank.serve.app import protocol
+from steadyrank.serve.app.admission import WorkQueue
 from steadyrank.serve.app.dialects import cohere, contract, infinity, tei
 from steadyrank.serve.app.dialects import embeddings as embedding_dialect
 from steadyrank.serve.app.dialects.documents import TokenCutter, document_text
@@ -154,6 +155,7 @@ class Ingress:
         self._background: set[asyncio.Task] = set()
         self.in_flight = 0
         self.draining = False
+        self.work = {model: WorkQueue(headroom=self.limits.admission_headroom) for model in ("reranker", "embedder")}
         self.names = ServedNames.from_settings(settings)
         self.reranker_tokens = TokenCutter(settings.reranker_model)
         self.embedder_tokens = TokenCutter(settings.embedder)
@@ -251,6 +253,26 @@ class Ingress:
             if "max_length" in message:
                 raise PayloadTooLarge(message) from None
             raise BadRequest(message) from None
+
+    async def _model_call(self, model: str, units: int, deadline: float, call: Callable[[], Awaitable[Any]]) -> Any:
+        """:meth:`_call` to a model deployment under work-based admission (:mod:`serve.app.admission`):
+        ``units`` (documents or texts) are refused at once, 503 + ``Retry-After``, when the work
+        queued at ``model`` would keep them past ``limits.admission_headroom`` × the deadline."""
+        queue = self.work[model]
+        retry_after = queue.refusal(units, deadline)
+        if retry_after is not None:
+            self.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason="overloaded")
+            raise Overloaded(f"server overloaded: the {model} has about {queue.predicted_wait(units):.0f} s of work "
+                             f"queued, more than this request's deadline of {deadline:g} s allows; retry later",
+                             retry_after)
+        queue.start(units, time.monotonic())
+        completed = False
+        try:
+            out = await self._call(deadline, call)
+            completed = True
+            return out
+        finally:
+            queue.finish(units, time.monotonic(), completed)
 
     async def _serve(self, endpoint: str, request: Request,
                      handler: Callable[[Request], Awaitable[Response]], record: bool = True) -> Response:
@@ -400,7 +422,8 @@ class Ingress:
         self.names.resolve("reranker", model)
         top_n = min(top_n, len(texts)) if top_n is not None else None
         ends = time.time() + deadline
-        return await self._call(deadline, lambda: self.reranker.rerank.remote(query, texts, top_n, deadline=ends))
+        return await self._model_call("reranker", len(texts), deadline,
+                                      lambda: self.reranker.rerank.remote(query, texts, top_n, deadline=ends))
 
     async def _rerank(self, request: Request) -> Response:
         self._authorize(request)
@@ -480,7 +503,8 @@ class Ingress:
                 tei.check_untruncated(False, [i for i, c in enumerate(counts) if c > max_length], "inputs", max_length)
             deadline = self._deadline(request)
             ends = time.time() + deadline
-            out = await self._call(deadline, lambda: self.embedder.embed.remote(texts, False, deadline=ends))
+            out = await self._model_call("embedder", len(texts), deadline,
+                                         lambda: self.embedder.embed.remote(texts, False, deadline=ends))
         except ApiError as exc:
             return tei.error_response(exc)
         return JSON(np.asarray(out["vectors"], dtype=np.float32).tolist())
@@ -555,7 +579,8 @@ class Ingress:
         served = self.names.resolve("embedder", body.model)
         embedding_dialect.check_dimensions(body.dimensions, self.names.embedder_dim, self.names.matryoshka, served)
         ends = time.time() + deadline
-        out = await self._call(deadline, lambda: self.embedder.embed.remote(texts, True, deadline=ends))
+        out = await self._model_call("embedder", len(texts), deadline,
+                                     lambda: self.embedder.embed.remote(texts, True, deadline=ends))
         vectors = embedding_dialect.shorten(out["vectors"], body.dimensions)
         response = protocol.EmbeddingResponse.build(vectors, int(out["tokens"] or 0), served, body.encoding_format)
         return JSON(response.model_dump())

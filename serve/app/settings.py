@@ -258,6 +258,11 @@ class LimitsSettings(_Section):
     retry_after_s: int = Field(1, ge=0, description="Retry-After seconds sent with 503 overload answers")
     max_in_flight: int = Field(64, ge=1, description="scoring requests one ingress replica works on at once; "
                                                      "beyond, 503 + Retry-After at once, before any compute")
+    admission_headroom: float = Field(
+        0.8, gt=0, le=100,
+        description="work-based admission of the model endpoints: a request is refused at once (503 + Retry-After) "
+                    "when its predicted wait (queued documents or texts / the model's measured rate) exceeds this "
+                    "fraction of its deadline; a large value turns it off")
 
 
 class AuthSettings(_Section):

@@ -1,0 +1,86 @@
+"""Work-based admission: refuse a request up front when it cannot finish within its deadline.
+
+A count of requests in flight (``limits.max_in_flight``) says nothing about how long the queue
+takes to drain: 32 requests of 100 documents hold a MiniLM cross-encoder on two cores for about
+two minutes, so a count limit admits them and most then end in 504 after their deadline. Instead,
+each ingress replica keeps, per model deployment, the *units* of work it has admitted and not yet
+seen finish (documents for a reranker, texts for an embedder) and the deployment's service rate
+while busy:
+
+    rate r = units finished / busy seconds        (both sums decay with half-life ``half_life_s``
+                                                   of busy time, so the rate follows the load)
+    predicted wait of a new request of u units = (pending + u) / r
+
+and admits the request only if the predicted wait is at most ``headroom × deadline``. Until
+``min_units`` units have finished no rate is known and every request is admitted (the count
+limit and the replicas' deadline drops still apply), and a request that finds nothing pending is
+always admitted (one oversized request may still run out of time: 504). A refused request costs
+no compute: it is answered 503 with ``Retry-After`` = the seconds until enough queued work should
+have drained.
+Busy time runs whenever this replica has units pending at the deployment.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass
+class WorkQueue:
+    """One model deployment's admitted work as one ingress replica sees it (times in seconds of
+    ``time.monotonic``)."""
+
+    headroom: float = 0.8
+    half_life_s: float = 30.0
+    min_units: int = 32
+    pending: int = 0
+    done_units: float = 0.0
+    busy_s: float = 0.0
+    finished_total: int = 0
+    _since: float | None = field(default=None, repr=False)
+
+    def rate(self) -> float | None:
+        """Units finished per busy second, or None until ``min_units`` have finished."""
+        if self.finished_total < self.min_units or self.busy_s <= 0:
+            return None
+        return self.done_units / self.busy_s
+
+    def predicted_wait(self, units: int) -> float | None:
+        """Seconds until a new request of ``units`` would be done (None: no rate known yet)."""
+        r = self.rate()
+        return None if r is None else (self.pending + units) / r
+
+    def refusal(self, units: int, deadline_s: float) -> int | None:
+        """None to admit a request of ``units`` under ``deadline_s``; else the ``Retry-After``
+        seconds (≥ 1): how long until the queue should have drained enough to admit it."""
+        wait = self.predicted_wait(units)
+        budget = self.headroom * deadline_s
+        if wait is None or wait <= budget or self.pending == 0:  # an idle deployment always gets to try
+            return None
+        return max(1, math.ceil(wait - budget))
+
+    def start(self, units: int, now: float) -> None:
+        """``units`` admitted and sent to the deployment."""
+        self._advance(now)
+        self.pending += units
+
+    def finish(self, units: int, now: float, completed: bool = True) -> None:
+        """``units`` came back; ``completed`` = they were computed (not refused or dropped)."""
+        self._advance(now)
+        self.pending = max(0, self.pending - units)
+        if completed:
+            self.done_units += units
+            self.finished_total += units
+        if self.pending == 0:
+            self._since = None
+
+    def _advance(self, now: float) -> None:
+        """Account the busy seconds since the last event (none while nothing was pending); both
+        sums decay by ``0.5 ** (elapsed / half_life_s)`` first."""
+        elapsed = max(0.0, now - self._since) if self.pending > 0 and self._since is not None else 0.0
+        self._since = now
+        if elapsed > 0:
+            keep = 0.5 ** (elapsed / self.half_life_s) if self.half_life_s > 0 else 1.0
+            self.done_units *= keep
+            self.busy_s = self.busy_s * keep + elapsed
