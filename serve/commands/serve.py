@@ -120,11 +120,17 @@ def run(args: argparse.Namespace) -> int:
     from steadyrank.serve.app import build_app
 
     dashboard = settings.server.dashboard
-    if args.address is not None:
-        ray.init(address=args.address, include_dashboard=dashboard)
-    else:
-        cpus = args.num_cpus if args.num_cpus is not None else max(float(os.cpu_count() or 1), math.ceil(reserved))
-        ray.init(num_cpus=math.ceil(max(cpus, reserved)), include_dashboard=dashboard)
+    try:
+        if args.address is not None:
+            ray.init(address=args.address, include_dashboard=dashboard)
+        else:
+            cpus = args.num_cpus if args.num_cpus is not None else max(float(os.cpu_count() or 1), math.ceil(reserved))
+            ray.init(num_cpus=math.ceil(max(cpus, reserved)), include_dashboard=dashboard)
+    except Exception as exc:  # noqa: BLE001 — Ray raises bare Exception when its processes do not come up
+        where = f"the Ray cluster at {args.address}" if args.address is not None else "a local Ray instance"
+        print(f"steadyrank serve: error: could not start {where}: {exc} (an overloaded machine starts Ray "
+              "slowly: retry, or free CPU)", file=sys.stderr, flush=True)
+        return 1
     stop = _StopSignals()  # after ray.init, which installs its own SIGTERM handler
     try:
         access_log = {"enable_access_log": settings.server.access_log}
