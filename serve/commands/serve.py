@@ -130,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         where = f"the Ray cluster at {args.address}" if args.address is not None else "a local Ray instance"
         print(f"steadyrank serve: error: could not start {where}: {exc} (an overloaded machine starts Ray "
               "slowly: retry, or free CPU)", file=sys.stderr, flush=True)
+        ray.shutdown()  # stops whatever of Ray's processes did start
         return 1
     stop = _StopSignals()  # after ray.init, which installs its own SIGTERM handler
     try:
