@@ -38,6 +38,7 @@ from ray import serve
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from steadyrank.retrieval.shards import ShardUnavailableError
 from steadyrank.serve.app import protocol
 from steadyrank.serve.app.dialects import cohere, contract, infinity, tei
 from steadyrank.serve.app.dialects import embeddings as embedding_dialect
@@ -223,6 +224,10 @@ class Ingress:
             if "max_length" in message:
                 raise PayloadTooLarge(message) from None
             raise BadRequest(message) from None
+        except Exception as exc:
+            if isinstance(exc, ShardUnavailableError) or isinstance(root_cause(exc), ShardUnavailableError):
+                raise Unavailable(f"index shard unavailable: {message_of(exc)}") from None
+            raise
 
     async def _serve(self, endpoint: str, request: Request,
                      handler: Callable[[Request], Awaitable[Response]], record: bool = True) -> Response:
@@ -286,14 +291,15 @@ class Ingress:
     async def readyz(self) -> JSONResponse:
         """Ready: models loaded, index loaded, metrics hub reachable (503 otherwise). Degraded: a
         deployment has fewer RUNNING replicas than replicas (one died and is being replaced); 200
-        while every deployment keeps one running, else 503 (see ``serve.app.health``)."""
+        while every deployment keeps one running, else 503; 503 while a node the cluster lists as
+        alive does not answer (``checks.lost_nodes``; see ``serve.app.health``)."""
         try:
             health = await replica_health_async(serve.get_replica_context().app_name)
         except Exception:  # noqa: BLE001 — the controller is unreachable: the checks below decide
             health = None
         if health is not None and not health.healthy:
-            return JSON({"status": "degraded", "checks": {"replicas": health.degraded}},
-                        status_code=200 if health.serving else 503)
+            checks = {"replicas": health.degraded, **({"lost_nodes": health.lost_nodes} if health.lost_nodes else {})}
+            return JSON({"status": "degraded", "checks": checks}, status_code=200 if health.serving else 503)
         try:
             checks = await asyncio.wait_for(self.searcher.ready.remote(), timeout=10.0)
             checks["metrics_hub"] = await asyncio.wait_for(self.hub.ready.remote(), timeout=5.0)
