@@ -71,6 +71,8 @@ def test_sharded_equals_unsharded_flat_bm25_hybrid(pair, embedder):
         assert_same(a, b)
         # depth beyond the corpus: every positive BM25 score, every vector
         assert_same(a, b, depth=500)
+        ids = a.search(QUERIES[0], mode="dense", depth=30).doc_ids
+        assert np.array_equal(b.vectors(ids), a.vectors(ids))  # stored-vector reranking reads these
 
 
 def test_bm25_scores_use_corpus_wide_statistics(pair, embedder):
@@ -162,6 +164,7 @@ def test_scatter_gather_deadline_fails_loudly_or_reports_partial():
     partial = asyncio.run(scatter_gather(calls, mode="dense", depth=5, timeout_s=0.2, partial_ok=True))
     assert partial.partial and set(partial.missing) == {1}
     assert partial.candidates.doc_ids == ["b", "a"] and set(partial.documents) == {"a", "b"}
+    assert partial.pool().missing_shards == (1,) and partial.pool().doc_ids == ["b", "a"]
     with pytest.raises(ShardUnavailableError, match="RuntimeError: replica died"):
         asyncio.run(scatter_gather([lambda: fast(one), broken], mode="dense", depth=5, timeout_s=1))
     whole = asyncio.run(scatter_gather([lambda: fast(one), lambda: fast(two)], mode="dense", depth=5, timeout_s=1))
@@ -178,12 +181,17 @@ def test_scatter_gather_over_shard_stores_equals_unsharded(pair, embedder):
                 want = whole.search(query, mode="hybrid", depth=40, vector=vector)
 
                 def call(store: IndexStore, q: str = query, v: np.ndarray = vector):
-                    return asyncio.to_thread(answer_from_store, store, q, mode="hybrid", depth=40, vector=v)
+                    return asyncio.to_thread(answer_from_store, store, q, mode="hybrid", depth=40, vector=v,
+                                             with_vectors=True)
 
                 got = asyncio.run(scatter_gather([lambda s=s: call(s) for s in stores], mode="hybrid", depth=40,
                                                  timeout_s=30))
                 assert got.candidates.doc_ids == want.doc_ids
                 assert np.array_equal(got.candidates.scores, want.scores)
+                pool = got.pool()  # what the served Retriever hands the pipeline
+                assert pool.doc_ids == want.doc_ids and pool.missing_shards == ()
+                assert [d.id for d in pool.documents] == want.doc_ids
+                assert np.array_equal(pool.vectors, whole.vectors(want.doc_ids))
         finally:
             for store in stores:
                 store.close()
