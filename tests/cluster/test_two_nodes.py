@@ -5,8 +5,8 @@ the application deployed the users' way (`serve deploy` of a config derived from
 sharded index (2 shards, 2 replicas each), the reranker autoscaling between 1 and 2 replicas.
 
 Checked: replicas on both nodes; every endpoint answers; the reranker scales up under load and
-back down when idle, visible in ``steadyrank_deployment_replicas`` on /metrics (the Prometheus
-exposition, scraped directly); the worker node is killed under load: Serve reschedules, requests
+back down when idle, visible in ``steadyrank_deployment_replicas`` on /metrics and in the series a
+real Prometheus scraped from it; the worker node is killed under load: Serve reschedules, requests
 keep succeeding (error count and recovery time printed and bounded), /readyz stays truthful.
 
 Real models: the bundled all-MiniLM-L6-v2 embeds and (FP32 HPS cosine) reranks the demo corpus.
@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from tests.cluster.local_cluster import LocalCluster, free_ports
+from tests.prometheus_server import PrometheusServer
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "steadyrank"
@@ -144,27 +145,39 @@ def _load(url: str, stop: threading.Event, log: list[tuple[float, bool]], path: 
             log.append((time.monotonic(), ok))
 
 
-def test_reranker_autoscales_up_under_load_and_down_when_idle(app: str):
+def test_reranker_autoscales_up_under_load_and_down_when_idle(cluster: LocalCluster, app: str):
+    """Scale up under load and down when idle, seen in /metrics and in a real Prometheus' series."""
     assert wait_for(lambda: replicas_running(app, "Reranker") == 1, 60, "one reranker replica at rest")
-    stop, log = threading.Event(), []
-    docs = [f"passage {i} about linux file systems and disks" for i in range(40)]
-    threads = [threading.Thread(target=_load, args=(app, stop, log, "/v1/rerank", {"query": "disk", "documents": docs}))
-               for _ in range(6)]
-    started = time.monotonic()
-    for t in threads:
-        t.start()
-    try:
-        wait_for(lambda: replicas_running(app, "Reranker") == 2, 150, "second reranker replica RUNNING", 2)
-        up_s = time.monotonic() - started
-    finally:
-        stop.set()
+    running = 'steadyrank_deployment_replicas{deployment="Reranker",state="RUNNING"}'
+    with PrometheusServer(cluster.root, [app.removeprefix("http://")]) as prometheus:
+        wait_for(lambda: prometheus.query(running), 60, "Prometheus scraped the replica series")
+        stop, log = threading.Event(), []
+        docs = [f"passage {i} about linux file systems and disks" for i in range(40)]
+        body = {"query": "disk", "documents": docs}
+        threads = [threading.Thread(target=_load, args=(app, stop, log, "/v1/rerank", body)) for _ in range(6)]
+        started = time.monotonic()
         for t in threads:
-            t.join()
-    idle = time.monotonic()
-    wait_for(lambda: replicas_running(app, "Reranker") == 1, 150, "back to one reranker replica", 2)
+            t.start()
+        try:
+            wait_for(lambda: replicas_running(app, "Reranker") == 2, 150, "second reranker replica RUNNING", 2)
+            up_s = time.monotonic() - started
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        idle = time.monotonic()
+        wait_for(lambda: replicas_running(app, "Reranker") == 1, 150, "back to one reranker replica", 2)
+        down_s = time.monotonic() - idle
+        time.sleep(3)  # a few more scrapes at one replica
+        window = f"{int(time.monotonic() - started) + 30}s"
+        peak = prometheus.query(f"max_over_time({running}[{window}])")
+        now = prometheus.query(running)
     print(f"\nautoscaling: 2 replicas after {up_s:.1f} s of load ({len(log)} requests, "
-          f"{sum(not ok for _, ok in log)} errors); 1 replica {time.monotonic() - idle:.1f} s after the load stopped")
+          f"{sum(not ok for _, ok in log)} errors); 1 replica {down_s:.1f} s after the load stopped; "
+          f"Prometheus: max over the run {peak[0]['value'][1] if peak else None}, now {now[0]['value'][1] if now else None}")
     assert all(ok for _, ok in log)
+    assert peak and float(peak[0]["value"][1]) == 2.0, peak
+    assert now and float(now[0]["value"][1]) == 1.0, now
 
 
 def test_worker_node_lost_under_load(cluster: LocalCluster, app: str):
@@ -174,6 +187,7 @@ def test_worker_node_lost_under_load(cluster: LocalCluster, app: str):
     for t in threads:
         t.start()
     readiness: list[tuple[float, int, bool]] = []
+    said: list[str] = []  # each /readyz answer: status and, when given, the lost nodes
     try:
         time.sleep(5)
         killed = time.monotonic()
@@ -183,9 +197,13 @@ def test_worker_node_lost_under_load(cluster: LocalCluster, app: str):
             while time.monotonic() < end and not (readiness and readiness[-1][1] == 200 and readiness[-1][2]
                                                   and time.monotonic() > killed + 20):
                 try:
-                    code = client.get("/readyz").status_code
-                except httpx.HTTPError:
+                    ready = client.get("/readyz")
+                    code, answer = ready.status_code, ready.json()
+                    lost = answer.get("checks", {}).get("lost_nodes")
+                    said.append(f"{code} {answer.get('status')}" + (f" lost={len(lost)}" if lost else ""))
+                except (httpx.HTTPError, ValueError) as exc:
                     code = 0
+                    said.append(f"no answer ({type(exc).__name__})")
                 try:
                     searched = client.post("/v1/search", json=body).status_code == 200
                 except httpx.HTTPError:
@@ -201,7 +219,7 @@ def test_worker_node_lost_under_load(cluster: LocalCluster, app: str):
     recovery = (max(errors) - killed) if errors else 0.0
     ready_again = next((t - killed for t, code, ok in readiness if code == 200 and ok and t > killed + 20), None)
     result = {"requests_after_kill": len(after), "errors": len(errors), "recovery_s": round(recovery, 2),
-              "ready_again_s": ready_again, "readyz": [c for _, c, _ in readiness]}
+              "ready_again_s": ready_again, "readyz": said}
     (cluster.root / "failover.json").write_text(json.dumps(result))
     print(f"\nworker killed under load: {json.dumps(result)}")
     assert len(cluster.alive_nodes()) == 1
