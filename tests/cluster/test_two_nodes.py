@@ -2,7 +2,7 @@
 the application deployed the users' way (`serve deploy` of a config derived from
 ``deploy/serve_config.yaml``: same import path and format; port, settings path and
 ``proxy_location: HeadOnly`` changed — two proxies cannot share one port on one machine), a
-sharded index (2 shards, 2 replicas each), the reranker autoscaling between 1 and 2 replicas.
+sharded index (2 shards, 2 replicas each; one embedder replica), the reranker autoscaling between 1 and 2 replicas.
 
 Checked: replicas on both nodes; every endpoint answers; the reranker scales up under load and
 back down when idle, visible in ``steadyrank_deployment_replicas`` on /metrics and in the series a
@@ -43,7 +43,7 @@ def settings_for(cache: Path) -> dict[str, Any]:
         "limits": {"request_timeout_s": 60},
         "deployments": {
             "ingress": small, "searcher": small, "metrics_hub": small,
-            "embedder": {"num_cpus": 0.1, "num_replicas": 2},
+            "embedder": {"num_cpus": 0.1, "num_replicas": 1},
             "retriever": {"num_cpus": 0.05, "num_replicas": 2},
             "reranker": {"num_cpus": 0.1, "max_ongoing_requests": 2, "max_batch_size": 2, "max_queued_requests": -1,
                          "autoscaling": {"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 1,
