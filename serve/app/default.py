@@ -91,7 +91,7 @@ def ensure_index(settings: Settings, on_progress: Callable[[int, int], None] | N
     ``on_progress(done, total)`` reports embedded documents during a build.
     """
     path = index_dir(settings)
-    if _holds_index(path):
+    if holds_index(path):
         return path
     corpus = corpus_path(settings)
     if corpus is None:
@@ -103,7 +103,7 @@ def ensure_index(settings: Settings, on_progress: Callable[[int, int], None] | N
     with open(lock_file, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            if _holds_index(path):  # another process built it while we waited
+            if holds_index(path):  # another process built it while we waited
                 return path
             _build(settings, corpus, path, on_progress)
         finally:
@@ -111,7 +111,7 @@ def ensure_index(settings: Settings, on_progress: Callable[[int, int], None] | N
     return path
 
 
-def _holds_index(path: Path) -> bool:
+def holds_index(path: Path) -> bool:
     """True if ``path`` holds an index (unsharded: ``CURRENT``; sharded: ``SHARDS.json``)."""
     from steadyrank.retrieval.shards import is_sharded
 

@@ -484,8 +484,9 @@ def check_files(settings: Settings) -> None:
     index = settings.index
     if index.corpus is not None and not Path(index.corpus).expanduser().exists():
         problems.append(f"index.corpus: no such file or folder: {index.corpus}")
-    held = Path(index.path).expanduser() if index.path is not None else None
-    if held is not None and index.corpus is None and not any((held / f).is_file() for f in ("CURRENT", "SHARDS.json")):
+    from steadyrank.serve.app.default import holds_index
+
+    if index.path is not None and index.corpus is None and not holds_index(Path(index.path).expanduser()):
         problems.append(
             f"index.path: no index at {index.path} (build one with `steadyrank index build`, "
             "or set index.corpus to build it on first start)"
