@@ -90,9 +90,11 @@ async def lost_nodes(probe_timeout_s: float = 1.0) -> list[str]:
 async def replica_health_async(app_name: str, timeout_s: float = 5.0) -> ReplicaHealth:
     """:func:`replica_health` off the event loop, with a timeout, and the :func:`lost_nodes`: any
     lost node makes the application degraded and not serving."""
-    health, lost = await asyncio.wait_for(
-        asyncio.gather(asyncio.to_thread(replica_health, app_name), lost_nodes()), timeout=timeout_s
-    )
+
+    async def both() -> tuple[ReplicaHealth, list[str]]:  # in turn: no future is left unretrieved on cancel
+        return await asyncio.to_thread(replica_health, app_name), await lost_nodes()
+
+    health, lost = await asyncio.wait_for(both(), timeout=timeout_s)
     if not lost:
         return health
     return ReplicaHealth(health.degraded, False, lost)

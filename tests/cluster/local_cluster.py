@@ -71,9 +71,8 @@ class LocalCluster:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
-        # a loaded machine can take longer than Ray's default 30 s to register a raylet
         env.update({"RAY_ADDRESS": self.address, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1",
-                    "RAY_AUTH_MODE": "disabled", "RAY_raylet_start_wait_time_s": "120"})
+                    "RAY_AUTH_MODE": "disabled"})
         return env
 
     def _start(self, name: str, args: list[str], num_cpus: int, resources: dict[str, float]) -> None:
