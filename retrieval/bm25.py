@@ -9,13 +9,19 @@ by slot ascending (insertion order), so results are deterministic.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import bm25s
 import numpy as np
+import scipy.sparse as sp
 import Stemmer
+from bm25s import scoring
 from bm25s.tokenization import Tokenizer
 
 BM25_METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -54,6 +60,92 @@ class Bm25Settings:
         return Tokenizer(lower=self.lower, splitter=self.token_pattern, stopwords=self.stopwords or [], stemmer=stem)
 
 
+@dataclass(frozen=True)
+class Bm25Stats:
+    """The corpus statistics BM25 scores depend on: ``n_docs`` (N), ``total_length`` (Σ|d|, terms
+    after tokenisation) and ``doc_freqs`` (df per term). ``avgdl = total_length / n_docs``.
+
+    A sharded index scores every shard with the statistics of the whole corpus (the sum of the
+    shards' statistics), so that a document's BM25 score does not depend on which shard holds it.
+    """
+
+    n_docs: int
+    total_length: int
+    doc_freqs: dict[str, int]
+
+    @classmethod
+    def of_texts(cls, texts: Sequence[str], settings: Bm25Settings) -> Bm25Stats:
+        """Statistics of ``texts`` tokenised with ``settings`` (as :meth:`Bm25Index.build` tokenises them)."""
+        if not texts:
+            return cls(0, 0, {})
+        tokens = settings.tokenizer().tokenize(list(texts), return_as="tuple", show_progress=False)
+        terms = {i: term for term, i in tokens.vocab.items()}
+        counts: Counter[int] = Counter()
+        for ids in tokens.ids:
+            counts.update(set(ids))
+        return cls(len(tokens.ids), sum(len(ids) for ids in tokens.ids), {terms[i]: n for i, n in counts.items()})
+
+    @classmethod
+    def total(cls, parts: Iterable[Bm25Stats]) -> Bm25Stats:
+        """The statistics of the union of disjoint corpora: every count summed."""
+        n_docs = total_length = 0
+        doc_freqs: Counter[str] = Counter()
+        for part in parts:
+            n_docs += part.n_docs
+            total_length += part.total_length
+            doc_freqs.update(part.doc_freqs)
+        return cls(n_docs, total_length, dict(doc_freqs))
+
+    @property
+    def avg_length(self) -> np.float64:
+        """avgdl as a NumPy float64, the type bm25s computes it in (its type steers NumPy's promotion)."""
+        return np.float64(self.total_length) / self.n_docs if self.n_docs else np.float64(0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n_docs": self.n_docs, "total_length": self.total_length, "doc_freqs": dict(sorted(self.doc_freqs.items()))}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Bm25Stats:
+        return cls(int(data["n_docs"]), int(data["total_length"]), {str(k): int(v) for k, v in data["doc_freqs"].items()})
+
+    def digest(self) -> str:
+        """SHA-256 of the canonical JSON (identifies the statistics an index was scored with)."""
+        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode("utf-8")).hexdigest()
+
+
+class _CorpusStatsBM25(bm25s.BM25):
+    """bm25s's eager index, scored with given corpus statistics instead of those of the documents
+    it holds (``build_index_from_ids`` is bm25s's documented override point). Per (term, document)
+    the stored score is computed by bm25s's own ``scoring`` functions with global N, df and avgdl,
+    so it is bit-for-bit the score an index over the whole corpus stores."""
+
+    def __init__(self, stats: Bm25Stats, vocab: dict[str, int], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._stats = stats
+        self._terms = {i: term for term, i in vocab.items()}
+
+    def build_index_from_ids(self, unique_token_ids, corpus_token_ids, show_progress=True, leave_progress=False):  # noqa: ANN001, ANN201
+        local = scoring._calculate_doc_freqs(corpus_token_ids, unique_token_ids, show_progress=False)
+        corpus_df = {i: self._stats.doc_freqs.get(self._terms[i], 0) for i in local}
+        idf_fn = scoring._select_idf_scorer(self.idf_method)
+        avg = self._stats.avg_length
+        self.nonoccurrence_array = None
+        if self.method in self.methods_requiring_nonoccurrence:
+            self.nonoccurrence_array = scoring._build_nonoccurrence_array(
+                doc_frequencies=corpus_df, n_docs=self._stats.n_docs, compute_idf_fn=idf_fn,
+                calculate_tfc_fn=scoring._select_tfc_scorer(self.method), l_d=avg, l_avg=avg,
+                k1=self.k1, b=self.b, delta=self.delta, dtype=self.dtype,
+            )
+        idf = scoring._build_idf_array(corpus_df, n_docs=self._stats.n_docs, compute_idf_fn=idf_fn, dtype=self.dtype)
+        values, rows, cols = scoring._build_scores_and_indices_for_matrix(
+            corpus_token_ids=corpus_token_ids, idf_array=idf, avg_doc_len=avg, doc_frequencies=local,
+            k1=self.k1, b=self.b, delta=self.delta, nonoccurrence_array=self.nonoccurrence_array,
+            method=self.method, dtype=self.dtype, int_dtype=self.int_dtype, show_progress=False,
+        )
+        matrix = sp.csc_matrix((values, (rows, cols)), shape=(len(corpus_token_ids), len(unique_token_ids)), dtype=self.dtype)
+        return {"data": matrix.data, "indices": matrix.indices, "indptr": matrix.indptr, "num_docs": len(corpus_token_ids)}
+
+
 class Bm25Index:
     """A bm25s index over some slots: row ``i`` of the index is slot ``slots[i]`` of the store."""
 
@@ -63,13 +155,17 @@ class Bm25Index:
         self.slots = slots
 
     @classmethod
-    def build(cls, texts: list[str], slots: np.ndarray, settings: Bm25Settings) -> Bm25Index:
-        """Tokenise and index ``texts`` (``texts[i]`` is slot ``slots[i]``)."""
+    def build(
+        cls, texts: list[str], slots: np.ndarray, settings: Bm25Settings, stats: Bm25Stats | None = None
+    ) -> Bm25Index:
+        """Tokenise and index ``texts`` (``texts[i]`` is slot ``slots[i]``), scored with the corpus
+        statistics ``stats`` (a shard of a larger corpus) or, if None, with those of ``texts``."""
         tokenizer = settings.tokenizer()
         if not texts:
             return cls(None, tokenizer, np.zeros(0, dtype=np.int64))
         tokens = tokenizer.tokenize(texts, return_as="tuple", show_progress=False)
-        retriever = bm25s.BM25(k1=settings.k1, b=settings.b, method=settings.method)
+        options = {"k1": settings.k1, "b": settings.b, "method": settings.method}
+        retriever = bm25s.BM25(**options) if stats is None else _CorpusStatsBM25(stats, tokens.vocab, **options)
         retriever.index(tokens, show_progress=False)
         return cls(retriever, tokenizer, np.asarray(slots, dtype=np.int64))
 

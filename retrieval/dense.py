@@ -141,14 +141,28 @@ class DenseIndex:
         """Top ``k`` live slots per query row: ``(scores float32 (q, k), slots int64 (q, k))``.
 
         Rows are padded with slot −1 and score −inf when fewer than ``k`` live vectors are found.
+        Equal scores are ordered by slot ascending, and a group of equal scores straddling the k-th
+        place keeps its lowest slots: FAISS leaves both arbitrary, so more results are fetched
+        until the group ends. Results are deterministic and a sharded index merges them exactly.
         """
         queries = _as_matrix(queries)
+        fetch = k + 1
+        while True:
+            scores, slots = self._search(queries, fetch)
+            straddling = (scores[:, k - 1] == scores[:, -1]) & (slots[:, -1] >= 0) if k > 0 else np.zeros(1, bool)
+            if fetch >= self.index.ntotal or not np.any(straddling):
+                break
+            fetch = min(2 * fetch, self.index.ntotal)
+        order = np.lexsort((np.where(slots >= 0, slots, np.iinfo(np.int64).max), -scores), axis=-1)[:, :k]
+        return np.take_along_axis(scores, order, axis=-1), np.take_along_axis(slots, order, axis=-1)
+
+    def _search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """One FAISS search: scores −inf where the slot is −1 (padding)."""
         if self._gpu is not None and not self._deleted:
             scores, slots = self._gpu.search(queries, k)
         else:
             scores, slots = self.index.search(queries, k, params=self._params(k))
-        scores = np.where(slots >= 0, scores, -np.inf).astype(np.float32)
-        return scores, slots
+        return np.where(slots >= 0, scores, -np.inf).astype(np.float32), slots
 
 
 def _as_matrix(vectors: np.ndarray) -> np.ndarray:

@@ -56,7 +56,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class CandidatePool:
     """First-stage candidates of one query: the mode's list (``doc_ids``, ``scores``), the documents
-    (``Document.full_text`` is what is reranked), the component lists and the store's timings (s)."""
+    (``Document.full_text`` is what is reranked), the component lists and the store's timings (s);
+    ``missing_shards``: shards of a sharded index that did not answer (partial results,
+    :mod:`retrieval.shards`)."""
 
     doc_ids: list[str]
     scores: np.ndarray
@@ -65,6 +67,7 @@ class CandidatePool:
     sparse: Hits | None
     timings: dict[str, float]
     vectors: np.ndarray | None = None
+    missing_shards: tuple[int, ...] = ()
 
     @classmethod
     def from_store(cls, store: IndexStore, candidates: Candidates, with_vectors: bool = False) -> CandidatePool:

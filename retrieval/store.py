@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from steadyrank.retrieval.bm25 import Bm25Index, Bm25Settings
+from steadyrank.retrieval.bm25 import Bm25Index, Bm25Settings, Bm25Stats
 from steadyrank.retrieval.corpus import Document
 from steadyrank.retrieval.dense import DenseIndex, DenseSettings
 from steadyrank.retrieval.fsio import WriterLock, atomic_write_bytes, fsync_dir, fsync_tree, sha256_bytes, sha256_file
@@ -151,8 +151,28 @@ def _decode_vectors(record: dict[str, Any]) -> np.ndarray:
     return np.frombuffer(base64.b64decode(record["vectors"]), dtype="<f4").reshape(record["shape"]).astype(np.float32)
 
 
+def _doc_record(doc: Document, seq: int | None) -> dict[str, Any]:
+    """A ``docs.jsonl``/WAL record; a shard's records also carry the document's ``seq``."""
+    return doc.to_json() if seq is None else {**doc.to_json(), "seq": seq}
+
+
 def _document(record: dict[str, Any]) -> Document:
     return Document(id=record["id"], text=record["text"], title=record["title"], metadata=record["metadata"])
+
+
+def final_candidates(
+    mode: Mode, dense: Hits | None, sparse: Hits | None, depth: int, rrf_k: float,
+    rrf_weights: tuple[float, float], timings: dict[str, float],
+) -> Candidates:
+    """The mode's list from its component lists: dense, bm25, or their RRF (top ``depth``, timed as ``fuse``)."""
+    if mode == "dense":
+        return Candidates(dense.doc_ids, dense.scores, dense, None, timings)
+    if mode == "bm25":
+        return Candidates(sparse.doc_ids, sparse.scores, None, sparse, timings)
+    started = time.perf_counter()
+    ids, fused = reciprocal_rank_fusion([dense.doc_ids, sparse.doc_ids], k=rrf_k, weights=rrf_weights, limit=depth)
+    timings["fuse"] = time.perf_counter() - started
+    return Candidates(ids, fused, dense, sparse, timings)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -208,6 +228,7 @@ def _write_generation(
     dense: DenseIndex,
     bm25: Bm25Index | None,
     header: dict[str, Any],
+    seqs: Sequence[int] | None = None,
 ) -> str:
     """Write a complete generation next to the live one and make it live; returns its name.
 
@@ -219,8 +240,8 @@ def _write_generation(
     dense.write(tmp / "dense.faiss")
     np.save(tmp / "embeddings.npy", np.ascontiguousarray(vectors, dtype=np.float32))
     with open(tmp / "docs.jsonl", "w", encoding="ascii") as handle:
-        for doc in documents:
-            handle.write(json.dumps(doc.to_json()) + "\n")
+        for i, doc in enumerate(documents):
+            handle.write(json.dumps(_doc_record(doc, None if seqs is None else int(seqs[i]))) + "\n")
     if bm25 is not None:
         bm25.save(tmp / "bm25")
     files = {
@@ -267,12 +288,16 @@ def build_index(
     on_progress: ProgressCallback | None = None,
     overwrite: bool = False,
     skipped_empty: int = 0,
+    shard: ShardFacts | None = None,
 ) -> dict[str, Any]:
     """Embed ``documents``, build the FAISS (and BM25) index and write it as the live generation of
     ``path``; returns the manifest. A previous index at ``path`` stays live until the very end.
 
     ``skipped_empty`` is the number of empty corpus documents the caller left out; the manifest
-    records it (``skipped_empty``) and compaction carries it over."""
+    records it (``skipped_empty``) and compaction carries it over.
+
+    ``shard``: build one shard of a sharded index (``retrieval.shards``): BM25 scored with the whole
+    corpus' statistics, each document recorded with its corpus-wide insertion number ``seq``."""
     root = Path(path)
     if not documents:
         raise ValueError("no documents to index")
@@ -286,15 +311,34 @@ def build_index(
         vectors = embed_documents(embedder, documents, batch_size=batch_size, on_progress=on_progress)
         dense_index = DenseIndex.build(vectors, dense)
         slots = np.arange(len(documents))
-        bm25_index = None if bm25 is None else Bm25Index.build([d.full_text for d in documents], slots, bm25)
+        stats = None if shard is None else shard.bm25_stats
+        bm25_index = None if bm25 is None else Bm25Index.build([d.full_text for d in documents], slots, bm25, stats)
         header = _header(
             embedder.model_id, embedder.dim, dense, bm25, len(documents), time.perf_counter() - started, "build",
             skipped_empty,
         )
-        name = _write_generation(root, documents, vectors, dense_index, bm25_index, header)
+        if shard is not None:
+            header["shard"] = shard.header()
+        name = _write_generation(root, documents, vectors, dense_index, bm25_index, header,
+                                 None if shard is None else shard.seqs)
     finally:
         lock.release()
     return json.loads((root / name / MANIFEST).read_text(encoding="ascii"))
+
+
+@dataclass(frozen=True)
+class ShardFacts:
+    """What a shard's build records: its number, the shard count, its documents' ``seqs`` and the
+    corpus-wide BM25 statistics its BM25 index is scored with (None without BM25)."""
+
+    index: int
+    of: int
+    seqs: Sequence[int]
+    bm25_stats: Bm25Stats | None
+
+    def header(self) -> dict[str, Any]:
+        digest = None if self.bm25_stats is None else self.bm25_stats.digest()
+        return {"index": self.index, "of": self.of, "bm25_stats": digest}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -376,10 +420,15 @@ class IndexStore:
         self._base_vectors = np.load(gen / "embeddings.npy", mmap_mode="r")
         self._added_vectors: list[np.ndarray] = []
         with open(gen / "docs.jsonl", encoding="ascii") as handle:
-            self._docs = [_document(json.loads(line)) for line in handle]
+            records = [json.loads(line) for line in handle]
+        self._docs = [_document(r) for r in records]
+        self._seqs = [int(r.get("seq", slot)) for slot, r in enumerate(records)]
         self._live = {doc.id: slot for slot, doc in enumerate(self._docs)}
+        self.shard: dict[str, Any] | None = manifest.get("shard")
         self._bm25 = None if self.bm25_settings is None else Bm25Index.load(gen / "bm25", self.bm25_settings)
         self._bm25_stale = False
+        self._bm25_scored_with = None if self.shard is None else self.shard["bm25_stats"]
+        self._bm25_stats: Bm25Stats | None = getattr(self, "_bm25_stats", None)
         records, valid_length = read_log(gen / WAL)
         for record in records:
             self._apply(record)
@@ -404,14 +453,16 @@ class IndexStore:
     def _apply(self, record: dict[str, Any]) -> None:
         """Apply one WAL record to the in-memory state (replay and live mutations share this)."""
         if record["op"] == "add":
-            self._apply_add([_document(d) for d in record["docs"]], _decode_vectors(record))
+            seqs = [d["seq"] for d in record["docs"]] if self.shard is not None else None
+            self._apply_add([_document(d) for d in record["docs"]], _decode_vectors(record), seqs)
         elif record["op"] == "delete":
             self._apply_delete(record["ids"])
         else:
             raise IndexIntegrityError(f"unknown write-ahead log operation {record['op']!r}")
 
-    def _apply_add(self, documents: Sequence[Document], vectors: np.ndarray) -> None:
+    def _apply_add(self, documents: Sequence[Document], vectors: np.ndarray, seqs: Sequence[int] | None = None) -> None:
         first = len(self._docs)
+        self._seqs.extend(range(first, first + len(documents)) if seqs is None else (int(q) for q in seqs))
         self._dense.add(vectors)
         self._added_vectors.append(vectors)
         self._docs.extend(documents)
@@ -428,11 +479,17 @@ class IndexStore:
         return self._wal
 
     def add(
-        self, documents: Sequence[Document], *, batch_size: int = 256, on_progress: ProgressCallback | None = None
+        self,
+        documents: Sequence[Document],
+        *,
+        batch_size: int = 256,
+        on_progress: ProgressCallback | None = None,
+        seqs: Sequence[int] | None = None,
     ) -> int:
         """Embed and add ``documents``; durable (fsynced to the write-ahead log) when this returns.
 
         Refuses ids already present (delete them first) and empty texts. Returns the count added.
+        ``seqs``: the documents' corpus-wide insertion numbers, required by (and only by) a shard.
         """
         if self.embedder is None:
             raise ValueError("adding documents needs the index's embedder")
@@ -441,12 +498,15 @@ class IndexStore:
         if not documents:
             return 0
         _check_new_documents(documents, self._live)
+        if (seqs is None) != (self.shard is None) or (seqs is not None and len(seqs) != len(documents)):
+            raise ValueError("a shard's additions need one seq per document, an unsharded index's none")
         vectors = embed_documents(self.embedder, documents, batch_size=batch_size, on_progress=on_progress)
         with self._mutex:
             _check_new_documents(documents, self._live)  # again: another thread may have added them
-            self._writer().append({"op": "add", "docs": [d.to_json() for d in documents], **_encode_vectors(vectors)})
+            records = [_doc_record(d, None if seqs is None else int(seqs[i])) for i, d in enumerate(documents)]
+            self._writer().append({"op": "add", "docs": records, **_encode_vectors(vectors)})
             self._wal_records += 1
-            self._apply_add(documents, vectors)
+            self._apply_add(documents, vectors, seqs)
         return len(documents)
 
     def delete(self, doc_ids: Iterable[str]) -> int:
@@ -477,13 +537,19 @@ class IndexStore:
             dense = DenseIndex.build(vectors, self.dense_settings)
             bm25 = None
             if self.bm25_settings is not None:
-                bm25 = Bm25Index.build([d.full_text for d in documents], np.arange(len(documents)), self.bm25_settings)
+                bm25 = Bm25Index.build([d.full_text for d in documents], np.arange(len(documents)), self.bm25_settings,
+                                       self._shard_bm25_stats())
             built = self.manifest["embedder"]
             header = _header(
                 built["model_id"], built["dim"], self.dense_settings, self.bm25_settings,
                 len(documents), time.perf_counter() - started, "compact", self.manifest.get("skipped_empty", 0),
             )
-            _write_generation(self.root, documents, vectors, dense, bm25, header)
+            seqs = None
+            if self.shard is not None:
+                seqs = [self._seqs[s] for s in slots]
+                stats = None if self.bm25_settings is None else self._bm25_stats
+                header["shard"] = ShardFacts(self.shard["index"], self.shard["of"], seqs, stats).header()
+            _write_generation(self.root, documents, vectors, dense, bm25, header, seqs)
             old_wal.close()
             self._wal = None
             self._load()
@@ -543,6 +609,37 @@ class IndexStore:
             "files": self.manifest["files"],
         }
 
+    def seq(self, doc_id: str) -> int:
+        """The live document's insertion number: its slot, or in a shard its corpus-wide number."""
+        return self._seqs[self._live[doc_id]]
+
+    @property
+    def next_seq(self) -> int:
+        """One more than the largest insertion number held (deleted slots included)."""
+        return max(self._seqs, default=-1) + 1
+
+    def live_texts(self) -> list[str]:
+        """``full_text`` of every live document, in slot order."""
+        return [self._docs[s].full_text for s in sorted(self._live.values())]
+
+    def set_bm25_stats(self, stats: Bm25Stats) -> None:
+        """Score this shard's BM25 with the corpus-wide ``stats`` from now on (rebuilt on the next
+        BM25 search unless the index was already scored with exactly these statistics)."""
+        if self.shard is None:
+            raise ValueError(f"index {self.root} is not a shard: its BM25 uses its own statistics")
+        with self._mutex:
+            self._bm25_stats = stats
+            if stats.digest() != self._bm25_scored_with:
+                self._bm25_stale = True
+
+    def _shard_bm25_stats(self) -> Bm25Stats | None:
+        """The statistics to score with: None (own) for an unsharded index; a shard's corpus-wide ones."""
+        if self.shard is None:
+            return None
+        if self._bm25_stats is None:
+            raise ValueError(f"shard {self.root} needs the corpus-wide BM25 statistics (open it via the sharded index)")
+        return self._bm25_stats
+
     def _hits(self, slots: np.ndarray, scores: np.ndarray) -> Hits:
         keep = slots >= 0
         return Hits([self._docs[s].id for s in slots[keep]], scores[keep])
@@ -595,14 +692,7 @@ class IndexStore:
                 timings["dense"] = time.perf_counter() - started
             if mode in ("bm25", "hybrid"):
                 sparse = self._bm25_search(query, depth, timings)
-        if mode == "dense":
-            return Candidates(dense.doc_ids, dense.scores, dense, None, timings)
-        if mode == "bm25":
-            return Candidates(sparse.doc_ids, sparse.scores, None, sparse, timings)
-        started = time.perf_counter()
-        ids, fused = reciprocal_rank_fusion([dense.doc_ids, sparse.doc_ids], k=rrf_k, weights=rrf_weights, limit=depth)
-        timings["fuse"] = time.perf_counter() - started
-        return Candidates(ids, fused, dense, sparse, timings)
+        return final_candidates(mode, dense, sparse, depth, rrf_k, rrf_weights, timings)
 
     def _bm25_search(self, query: str, depth: int, timings: dict[str, float]) -> Hits:
         """BM25 search; first rebuilds the BM25 index over the live documents if mutations made it stale."""
@@ -611,8 +701,10 @@ class IndexStore:
         if self._bm25_stale:
             started = time.perf_counter()
             slots = np.fromiter(sorted(self._live.values()), dtype=np.int64, count=len(self._live))
-            self._bm25 = Bm25Index.build([self._docs[s].full_text for s in slots], slots, self.bm25_settings)
+            stats = self._shard_bm25_stats()
+            self._bm25 = Bm25Index.build([self._docs[s].full_text for s in slots], slots, self.bm25_settings, stats)
             self._bm25_stale = False
+            self._bm25_scored_with = None if stats is None else stats.digest()
             timings["bm25_refresh"] = time.perf_counter() - started
         started = time.perf_counter()
         scores, slots = self._bm25.search(query, depth)

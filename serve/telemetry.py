@@ -160,6 +160,14 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
     MetricSpec("steadyrank_canary_verdict", "gauge",
                "1 for the current canary verdict (promote, hold, rollback), 0 for the others.",
                ("verdict",)),
+    # --- scaling ------------------------------------------------------------------------------
+    MetricSpec("steadyrank_partial_searches_total", "counter",
+               "Searches of a sharded index answered without every shard (index.partial_results: true).",
+               ()),
+    MetricSpec("steadyrank_deployment_replicas", "gauge",
+               "Replicas of each Ray Serve deployment of the application by state (RUNNING, STARTING, "
+               "STOPPING, …), read from Serve's status when /metrics is scraped.",
+               ("deployment", "state")),
 )
 
 _OPS: dict[str, tuple[Kind, ...]] = {"inc": ("counter", "gauge"), "observe": ("histogram",), "set": ("gauge",)}

@@ -10,6 +10,7 @@ The import path of Ray Serve configs is ``steadyrank.serve.app:build_app`` (``de
 Graph (every box a deployment; options per deployment from ``settings.deployments``)::
 
     Ingress ─▶ Searcher ─▶ Embedder, Retriever, Reranker [, CanaryReranker]
+                             └─▶ RetrieverShard0 … N−1 (index.shards > 1: the Retriever scatter-gathers)
        │  └──▶ Embedder, Reranker (/v1/embeddings, /v1/rerank)
        └────▶ ShadowEvaluator (quality.enabled) ─▶ Searcher
     every replica ─▶ MetricsHub ◀─ /metrics
@@ -69,7 +70,12 @@ def build_app(args: dict[str, Any] | None = None) -> Any:
         canary = Reranker.options(name="CanaryReranker", **d.canary_reranker.ray_options(), **grace).bind(
             settings, settings.canary, "canary", hub
         )
-    retriever = Retriever.options(**d.retriever.ray_options(), **grace).bind(settings)
+    if settings.index.shards > 1:
+        from steadyrank.serve.app.deployments.shards import bind_sharded_retriever
+
+        retriever = bind_sharded_retriever(settings, hub, **grace)
+    else:
+        retriever = Retriever.options(**d.retriever.ray_options(), **grace).bind(settings)
     searcher = Searcher.options(**d.searcher.ray_options(), **grace).bind(settings, embedder, retriever, reranker, canary, hub)
     evaluator = None
     if settings.quality.enabled:

@@ -77,6 +77,7 @@ def index_dir(settings: Settings) -> Path:
                          settings.embedder.max_length, str(settings.embedder.model_path().resolve())],
             "dense": [index.factory, index.ef_construction, index.ef_search, index.nprobe],
             "bm25": index.bm25,
+            **({"shards": index.shards} if index.shards > 1 else {}),
         },
         sort_keys=True,
     )
@@ -86,7 +87,7 @@ def index_dir(settings: Settings) -> Path:
 
 def index_exists(settings: Settings) -> bool:
     """Whether :func:`ensure_index` would find an index (and build nothing)."""
-    return (index_dir(settings) / "CURRENT").is_file()
+    return holds_index(index_dir(settings))
 
 
 def ensure_index(settings: Settings, on_progress: Callable[[int, int], None] | None = None) -> Path:
@@ -95,7 +96,7 @@ def ensure_index(settings: Settings, on_progress: Callable[[int, int], None] | N
     ``on_progress(done, total)`` reports embedded documents during a build.
     """
     path = index_dir(settings)
-    if index_exists(settings):
+    if holds_index(path):
         return path
     corpus = corpus_path(settings)
     if corpus is None:
@@ -107,12 +108,19 @@ def ensure_index(settings: Settings, on_progress: Callable[[int, int], None] | N
     with open(lock_file, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            if (path / "CURRENT").is_file():  # another process built it while we waited
+            if holds_index(path):  # another process built it while we waited
                 return path
             _build(settings, corpus, path, on_progress)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return path
+
+
+def holds_index(path: Path) -> bool:
+    """True if ``path`` holds an index (unsharded: ``CURRENT``; sharded: ``SHARDS.json``)."""
+    from steadyrank.retrieval.shards import is_sharded
+
+    return (path / "CURRENT").is_file() or is_sharded(path)
 
 
 def _build(settings: Settings, corpus: Path, path: Path, on_progress: Callable[[int, int], None] | None) -> None:
@@ -134,12 +142,15 @@ def _build(settings: Settings, corpus: Path, path: Path, on_progress: Callable[[
         if on_progress is not None:
             on_progress(done, len(documents))
 
-    build_index(
-        path,
-        documents,
-        embedder,
-        dense=DenseSettings(factory=index.factory, ef_construction=index.ef_construction,
-                            ef_search=index.ef_search, nprobe=index.nprobe),
-        bm25=Bm25Settings() if index.bm25 else None,
-        on_progress=progress,
-    )
+    options = {
+        "dense": DenseSettings(factory=index.factory, ef_construction=index.ef_construction,
+                               ef_search=index.ef_search, nprobe=index.nprobe),
+        "bm25": Bm25Settings() if index.bm25 else None,
+        "on_progress": progress,
+    }
+    if index.shards > 1:
+        from steadyrank.retrieval.shards import build_sharded_index
+
+        build_sharded_index(path, documents, embedder, shards=index.shards, **options)
+    else:
+        build_index(path, documents, embedder, **options)

@@ -7,7 +7,7 @@
 | 404 | ``not_found_error`` | unknown route, unknown model, no canary configured |
 | 413 | ``payload_too_large`` | body too big, too many documents/inputs, a document or query too long |
 | 422 | ``validation_error`` | request does not match the schema; the message names the field |
-| 503 | ``overloaded_error`` / ``unavailable_error`` | queue full (with ``Retry-After``), not ready |
+| 503 | ``overloaded_error`` / ``unavailable_error`` | queue full (with ``Retry-After``), not ready, an index shard did not answer |
 | 504 | ``timeout_error`` | the request ran past its deadline |
 | 500 | ``internal_error`` | a bug; the replica keeps serving |
 """

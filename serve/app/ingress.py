@@ -253,6 +253,12 @@ class Ingress:
             if "max_length" in message:
                 raise PayloadTooLarge(message) from None
             raise BadRequest(message) from None
+        except Exception as exc:
+            from steadyrank.retrieval.shards import ShardUnavailableError  # here: the module loads FAISS and bm25s
+
+            if isinstance(exc, ShardUnavailableError) or isinstance(root_cause(exc), ShardUnavailableError):
+                raise Unavailable(f"index shard unavailable: {message_of(exc)}") from None
+            raise
 
     async def _model_call(self, model: str, units: int, deadline: float, call: Callable[[], Awaitable[Any]]) -> Any:
         """:meth:`_call` to a model deployment under work-based admission (:mod:`serve.app.admission`):
@@ -352,8 +358,9 @@ class Ingress:
     async def readyz(self) -> JSONResponse:
         """Ready: models loaded, index loaded, metrics hub reachable (503 otherwise). Degraded: a
         deployment has fewer RUNNING replicas than replicas (one died and is being replaced); 200
-        while every deployment keeps one running, else 503 (see ``serve.app.health``). Draining
-        (shutting down, :meth:`drain`): 503."""
+        while every deployment keeps one running, else 503; 503 while a node the cluster lists as
+        alive does not answer (``checks.lost_nodes``; see ``serve.app.health``). Draining (shutting
+        down, :meth:`drain`): 503."""
         if self.draining:
             return self._ready("draining", {"draining": True}, 503)
         try:
@@ -361,7 +368,8 @@ class Ingress:
         except Exception:  # noqa: BLE001 — the controller is unreachable: the checks below decide
             health = None
         if health is not None and not health.healthy:
-            return self._ready("degraded", {"replicas": health.degraded}, 200 if health.serving else 503)
+            checks = {"replicas": health.degraded, **({"lost_nodes": health.lost_nodes} if health.lost_nodes else {})}
+            return self._ready("degraded", checks, 200 if health.serving else 503)
         try:
             checks = await asyncio.wait_for(self.searcher.ready.remote(), timeout=10.0)
             checks["metrics_hub"] = await asyncio.wait_for(self.hub.ready.remote(), timeout=5.0)

@@ -199,6 +199,9 @@ class SearchMeta(_Response):
     scoring: str
     variant: Variant
     shadow: bool
+    partial: bool = Field(False, description="a sharded index answered without every shard "
+                                             "(index.partial_results: true); see missing_shards")
+    missing_shards: list[int] = Field(default_factory=list, description="shards that did not answer")
 
 
 class SearchCall(BaseModel):
@@ -246,6 +249,7 @@ class SearchOutcome(_Response):
             tie_at_cutoff=ranking.tie_at_cutoff, tie_group_size_at_cutoff=ranking.tie_group_size_at_cutoff,
             rescored_ties=ranking.rescored, model=facts["model"], precision=facts["precision"],
             scoring=facts["scoring"], variant=call.variant, shadow=call.shadow,
+            partial=bool(pool.missing_shards), missing_shards=list(pool.missing_shards),
         )
         return cls(results=results, candidates=candidates, meta=meta)
 

@@ -194,6 +194,14 @@ class IndexSettings(_Section):
     ef_search: int = Field(128, ge=1, description="HNSW search breadth (new index)")
     nprobe: int = Field(16, ge=1, description="IVF lists probed per query (new index)")
     bm25: bool = Field(True, description="build a BM25 index too (needed by bm25 and hybrid modes)")
+    shards: int = Field(1, ge=1, description="shard indexes (one Retriever deployment each; 1 = unsharded)")
+    shard_timeout_s: float = Field(5.0, gt=0, description="deadline of each shard's answer to one search")
+    partial_results: bool = Field(False, description="a shard missing its deadline: false = the search fails "
+                                                     "(503), true = the other shards' results with meta.partial")
+    shard_resource: str | None = Field(
+        None, description="custom Ray resource prefix placing shard i's replicas on nodes offering "
+                          "`<prefix><i>` (e.g. shard_ → shard_0, shard_1); null = place anywhere"
+    )
 
 
 _ROUTING_FIELDS = {f.name for f in dataclass_fields(RoutingSettings)}
@@ -483,7 +491,9 @@ def check_files(settings: Settings) -> None:
     index = settings.index
     if index.corpus is not None and not Path(index.corpus).expanduser().exists():
         problems.append(f"index.corpus: no such file or folder: {index.corpus}")
-    if index.path is not None and index.corpus is None and not (Path(index.path).expanduser() / "CURRENT").is_file():
+    from steadyrank.serve.app.default import holds_index
+
+    if index.path is not None and index.corpus is None and not holds_index(Path(index.path).expanduser()):
         problems.append(
             f"index.path: no index at {index.path} (build one with `steadyrank index build`, "
             "or set index.corpus to build it on first start)"

@@ -12,7 +12,8 @@ from steadyrank.retrieval.bm25 import BM25_METHODS, Bm25Settings
 from steadyrank.retrieval.corpus import read_corpus, read_documents
 from steadyrank.retrieval.dense import DenseSettings
 from steadyrank.retrieval.protocols import Embedder, Reranker
-from steadyrank.retrieval.store import IndexStore, build_index
+from steadyrank.retrieval.shards import build_sharded_index, open_index
+from steadyrank.retrieval.store import build_index
 from steadyrank.serve.output import dumps_json
 
 BUNDLED = "bundled"
@@ -85,6 +86,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--k1", type=float, default=Bm25Settings.k1, help="BM25 k1 (default %(default)s)")
     build.add_argument("--b", type=float, default=Bm25Settings.b, help="BM25 b (default %(default)s)")
     build.add_argument("--batch-size", type=int, default=256, help="documents per embedding batch (default %(default)s)")
+    build.add_argument("--shards", type=int, default=1,
+                       help="split the corpus into N shard indexes under DIR (document id → shard by "
+                            "sha256(id) mod N; BM25 scored with corpus-wide statistics); default %(default)s = unsharded")
     build.add_argument("--overwrite", action="store_true", help="replace an existing index in DIR")
     build.add_argument("--strict", action="store_true",
                        help="refuse a corpus holding documents with an empty text (default: skip them with a "
@@ -157,20 +161,25 @@ def run_build(args: argparse.Namespace) -> int:
         k1=args.k1, b=args.b, method=args.bm25_method,
         stemmer=_optional(args.stemmer), stopwords=_optional(args.stopwords),
     )
+    if args.shards < 1:
+        raise ValueError(f"--shards must be ≥ 1, got {args.shards}")
     embedder = load_embedder_arg(args.embedder)
+    options = {"dense": dense, "bm25": bm25, "batch_size": args.batch_size, "overwrite": args.overwrite,
+               "skipped_empty": len(corpus.skipped_empty)}
     with progress_bar(len(documents), "embedding") as bar:
-        manifest = build_index(
-            args.out, documents, embedder, dense=dense, bm25=bm25, batch_size=args.batch_size,
-            on_progress=bar.update, overwrite=args.overwrite, skipped_empty=len(corpus.skipped_empty),
-        )
+        if args.shards > 1:
+            manifest = build_sharded_index(args.out, documents, embedder, shards=args.shards,
+                                           on_progress=bar.update, **options)
+        else:
+            manifest = build_index(args.out, documents, embedder, on_progress=bar.update, **options)
     print(f"built in {manifest['build_seconds']:.1f} s", file=sys.stderr)
-    with IndexStore.open(args.out) as store:
+    with open_index(args.out) as store:
         return _report(args, store.info(), "built and verified")
 
 
 def run_add(args: argparse.Namespace) -> int:
     documents = read_documents(args.docs)
-    with IndexStore.open(args.index, load_embedder_arg(args.embedder), writable=True) as store:
+    with open_index(args.index, load_embedder_arg(args.embedder), writable=True) as store:
         with progress_bar(len(documents), "embedding") as bar:
             added = store.add(documents, batch_size=args.batch_size, on_progress=bar.update)
         return _report(args, store.info(), f"added {added}")
@@ -183,7 +192,7 @@ def run_delete(args: argparse.Namespace) -> int:
             ids += [line.strip() for line in handle if line.strip()]
     if not ids:
         raise ValueError("no ids given (--ids or --ids-file)")
-    with IndexStore.open(args.index, writable=True) as store:
+    with open_index(args.index, writable=True) as store:
         try:
             deleted = store.delete(ids)
         except KeyError as exc:
@@ -192,11 +201,11 @@ def run_delete(args: argparse.Namespace) -> int:
 
 
 def run_compact(args: argparse.Namespace) -> int:
-    with IndexStore.open(args.index, writable=True) as store:
+    with open_index(args.index, writable=True) as store:
         store.compact()
         return _report(args, store.info(), "compacted")
 
 
 def run_info(args: argparse.Namespace) -> int:
-    with IndexStore.open(args.index) as store:
+    with open_index(args.index) as store:
         return _report(args, store.info(), "verified")

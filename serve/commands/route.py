@@ -12,7 +12,7 @@ from steadyrank.metrics.io import read_beir_queries, read_qrels
 from steadyrank.retrieval.calibration import DEFAULT_MEASURE, OBJECTIVES, calibrate, fit_model, observe
 from steadyrank.retrieval.pipeline import rerank_candidates
 from steadyrank.retrieval.routing import RoutingSettings, save_settings
-from steadyrank.retrieval.store import IndexStore
+from steadyrank.retrieval.shards import open_index
 from steadyrank.serve.commands.evaluate import parse_grade_map
 from steadyrank.serve.commands.index import BUNDLED, load_embedder_arg, load_reranker_arg
 from steadyrank.serve.commands.search import add_reranker_arguments, add_routing_arguments, routing_settings
@@ -82,7 +82,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     embedder = None if args.mode == "bm25" else load_embedder_arg(args.embedder)
     reranker = load_reranker_arg(args.rerank, args.rerank_precision)
     rankings = {}
-    with IndexStore.open(args.index, embedder) as store:
+    with open_index(args.index, embedder) as store:
         for qid, text in tqdm(queries.items(), desc="reranking to k_high", unit="query", file=sys.stderr):
             candidates = store.search(text, mode=args.mode, depth=base.k_high, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights)
             rankings[qid] = rerank_candidates(store, text, candidates, reranker, base, "fixed100")

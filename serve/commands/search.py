@@ -15,9 +15,10 @@ from steadyrank.metrics.io import write_trec_run
 from steadyrank.retrieval.corpus import read_queries
 from steadyrank.retrieval.fsio import atomic_write_bytes
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
+from steadyrank.retrieval.modes import MODES
 from steadyrank.retrieval.pipeline import Ranked, SearchModels, latency_summary, local_models, search
 from steadyrank.retrieval.routing import ROUTES, RoutingSettings, load_settings
-from steadyrank.retrieval.store import MODES, IndexStore
+from steadyrank.retrieval.shards import open_index
 from steadyrank.serve.commands.index import BUNDLED, add_embedder_argument, load_embedder_arg, load_reranker_arg
 from steadyrank.serve.output import dumps_json
 
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     queries = read_queries(args.queries)
     embedder = None if args.mode == "bm25" else load_embedder_arg(args.embedder)
     reranker = None if args.rerank is None else load_reranker_arg(args.rerank, args.rerank_precision)
-    with IndexStore.open(args.index, embedder) as store:
+    with open_index(args.index, embedder) as store:
         stored = embedder is not None and reranker is not None and reranker.settings.same_vectors(embedder.settings)
         models = local_models(store, embedder, reranker, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights,
                               stored_vectors=stored)

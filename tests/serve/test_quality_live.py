@@ -9,17 +9,14 @@ holds.
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
+from tests.prometheus_server import PrometheusServer
 from tests.serve.conftest import wait_until
 
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "rules.yml"
@@ -92,10 +89,6 @@ def test_canary_report_endpoint_and_cli(serve_app, client):
     assert out.stdout.startswith(f"verdict: {report['verdict']}") or out.stdout.startswith("verdict: ")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _firing_rules(tmp_path: Path) -> Path:
@@ -117,33 +110,11 @@ def _firing_rules(tmp_path: Path) -> Path:
 
 @pytest.mark.prometheus
 def test_real_prometheus_scrapes_series_and_fires_an_alert(serve_app, client, handle, tmp_path):
-    binary = shutil.which("prometheus")
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("prometheus is not installed (make test installs Debian's prometheus package)")
-        pytest.skip("prometheus not on PATH; `make test` installs it")
     target = serve_app.url.removeprefix("http://")
-    port = _free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(yaml.safe_dump({
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(_firing_rules(tmp_path))],
-        "scrape_configs": [{"job_name": "steadyrank", "metrics_path": "/metrics", "static_configs": [{"targets": [target]}]}],
-    }))
-    process = subprocess.Popen(
-        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    api = f"http://127.0.0.1:{port}"
-    try:
-        assert wait_until(lambda: _ok(f"{api}/-/ready"), 60), "prometheus did not become ready"
+    with PrometheusServer(tmp_path, [target], [_firing_rules(tmp_path)]) as prometheus:
         assert client.post("/v1/search", json={"query": "how do I list open ports", "top_n": 3}).status_code == 200
         handle("ShadowEvaluator").replay_now.remote().result(timeout_s=300)
-
-        def query(expr: str) -> list:
-            response = httpx.get(f"{api}/api/v1/query", params={"query": expr}, timeout=10).json()
-            return response["data"]["result"] if response.get("status") == "success" else []
+        query = prometheus.query
 
         assert wait_until(lambda: query('steadyrank_requests_total{endpoint="search"}'), 60), "request series missing"
         golden = wait_until(lambda: query('steadyrank_golden_quality{variant="primary",metric="ndcg",k="10"}'), 60)
@@ -151,19 +122,10 @@ def test_real_prometheus_scrapes_series_and_fires_an_alert(serve_app, client, ha
         assert wait_until(lambda: query("steadyrank_golden_proc_ratio"), 30), "PROC ratio series missing"
 
         def firing() -> list:
-            alerts = httpx.get(f"{api}/api/v1/alerts", timeout=10).json()["data"]["alerts"]
+            alerts = prometheus.get("/api/v1/alerts")["data"]["alerts"]
             return [a for a in alerts if a["labels"]["alertname"] == "SteadyrankGoldenRaNWGLow" and a["state"] == "firing"]
 
         assert wait_until(firing, 60), "SteadyrankGoldenRaNWGLow did not fire"
-        rules = httpx.get(f"{api}/api/v1/rules", timeout=10).json()["data"]["groups"]
+        rules = prometheus.get("/api/v1/rules")["data"]["groups"]
         assert all(rule["health"] in ("ok", "unknown") for group in rules for rule in group["rules"])
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
-
-def _ok(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False

@@ -15,7 +15,7 @@ from steadyrank.serve.app.settings import Settings, load_settings
 
 
 @dataclass(frozen=True)
-class _EmbedderIdentity:
+class EmbedderIdentity:
     """The embedder as the Retriever's index store sees it: its identity (checked against the
     manifest when the index opens), no weights; query vectors come from the Embedder deployment."""
 
@@ -37,7 +37,7 @@ class Retriever:
         settings = load_settings(settings)
         self.path = ensure_index(settings)
         model_id, dim = embedder_identity(settings.embedder)
-        self.store = IndexStore.open(self.path, _EmbedderIdentity(model_id, dim))
+        self.store = IndexStore.open(self.path, EmbedderIdentity(model_id, dim))
         self.executor = model_executor()
         self.search_settings = settings.search
 
