@@ -24,8 +24,10 @@ bytes and the embedder id; rerank passes are recomputed on every run unless ``--
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
+import os
 import pickle
 import sys
 import tempfile
@@ -49,7 +51,8 @@ from steadyrank.retrieval.calibration import (
 )
 from steadyrank.retrieval.corpus import read_documents
 from steadyrank.retrieval.dense import DenseIndex, DenseSettings
-from steadyrank.retrieval.pipeline import Ranked, latency_summary, rerank_candidates
+from steadyrank.retrieval.fusion import DEFAULT_RRF_K
+from steadyrank.retrieval.pipeline import Ranked, latency_summary, local_models, rerank_candidates, search
 from steadyrank.retrieval.routing import RoutingSettings, model_probability
 from steadyrank.retrieval.store import MODES, IndexStore, build_index
 from steadyrank.serve.clq.builds import CachedEmbedder, cached_corpus_vectors
@@ -67,12 +70,22 @@ TARGET_RATE = 0.30  # routing model: escalate ≤ 30 % of queries → 50 + 0.3 �
 
 
 def rerank_all(store: IndexStore, queries: dict[str, str], reranker: Any, base: RoutingSettings,
-               modes: list[str]) -> dict[str, dict[str, Ranked]]:
-    """Every mode × query, retrieved to k_high and reranked in two passes (route fixed100)."""
+               modes: list[str], embedder: Any = None) -> dict[str, dict[str, Ranked]]:
+    """Every mode × query, retrieved to k_high and reranked in two passes (route fixed100).
+
+    With ``embedder`` (the reranker is that embedder) the passes score from the index's stored
+    vectors, the server's path for an embedder-as-reranker (``retrieval.pipeline.search`` with
+    ``stored_vectors``): the FP32 cosine the model would give, without re-embedding documents.
+    """
+    models = None if embedder is None else local_models(store, embedder, reranker, rrf_k=DEFAULT_RRF_K,
+                                                        rrf_weights=(1.0, 1.0), stored_vectors=True)
     out: dict[str, dict[str, Ranked]] = {}
     for mode in modes:
         out[mode] = {}
         for qid, text in tqdm(queries.items(), desc=f"{mode}: retrieve + rerank", unit="query", file=sys.stderr):
+            if models is not None:
+                out[mode][qid] = asyncio.run(search(text, mode, models, base, "fixed100"))  # type: ignore[arg-type]
+                continue
             candidates = store.search(text, mode=mode, depth=base.k_high)
             out[mode][qid] = rerank_candidates(store, text, candidates, reranker, base, "fixed100")
     return out
@@ -118,7 +131,7 @@ def route_row(rankings: dict[str, Ranked], qrels: dict, settings_of: dict[str, R
         run[qid] = dict(zip(doc_ids, map(float, scores), strict=True))
         reranked.append(decision.k_rerank)
         escalated.append(decision.escalated)
-        retrieval = sum(ranked.candidates.timings.get(s, 0.0) for s in RETRIEVAL_STAGES)
+        retrieval = sum({**ranked.candidates.timings, **ranked.timings}.get(s, 0.0) for s in RETRIEVAL_STAGES)
         rerank = ranked.timings["rerank"] if decision.escalated else ranked.first_pass_s
         stage_seconds.append({"retrieval": retrieval, "rerank": rerank, "total": retrieval + rerank})
     summary = evaluate(run, qrels, MEASURES, rubric_map=RUBRIC).summary
@@ -168,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folds", type=int, default=5, help="cross-validation folds for dynamic thresholds")
     parser.add_argument("--cache", type=Path, default=REPO / ".steadyrank-cache" / "bench-retrieval",
                         help="embedding cache folder; shares vectors with `steadyrank clq sweep --cache` (default %(default)s)")
+    parser.add_argument("--stored-vectors", action="store_true",
+                        help="the reranker is the embedder (bundled MiniLM, FP32 HPS): score from the index's stored "
+                             "vectors as the server does, instead of re-embedding every candidate")
     parser.add_argument("--reuse-rankings", action="store_true",
                         help="reuse the rerank passes of the previous run with the same inputs (latencies included)")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
@@ -186,8 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m for m in args.modes.split(",") if m]
     if not modes or set(modes) - set(MODES):
         parser.error(f"--modes: choose among {', '.join(MODES)}")
+    if args.stored_vectors and (args.rerank not in (None, "bundled", args.embedder) or args.rerank_precision != "fp32"):
+        parser.error("--stored-vectors: the reranker must be the embedder (no --rerank, FP32)")
     key = hashlib.sha256(json.dumps([str(args.data), embedder.model_id, reranker.model_id, args.rerank_precision,
-                                     base.to_json(), modes]).encode()).hexdigest()[:16]
+                                     base.to_json(), modes, args.stored_vectors]).encode()).hexdigest()[:16]
     rankings_path = args.cache / f"rankings-{key}.pkl"
     with tempfile.TemporaryDirectory() as tmp:
         build_index(Path(tmp) / "flat", documents, CachedEmbedder(embedder, [d.full_text for d in documents], vectors))
@@ -195,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.reuse_rankings and rankings_path.exists():
                 rankings = pickle.loads(rankings_path.read_bytes())
             else:
-                rankings = rerank_all(store, queries, reranker, base, modes)
+                rankings = rerank_all(store, queries, reranker, base, modes, embedder if args.stored_vectors else None)
                 rankings_path.write_bytes(pickle.dumps(rankings))
 
     results: dict[str, Any] = {"modes": {}, "targets": {}}
@@ -237,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     results["setup"] = {
         "data": str(args.data), "queries": len(queries), "documents": len(documents), "embedder": embedder.model_id,
         "reranker": reranker.model_id, "rerank_precision": args.rerank_precision, "k_low": base.k_low,
-        "k_high": base.k_high, "folds": args.folds, "faiss_threads": faiss.omp_get_max_threads(),
+        "k_high": base.k_high, "folds": args.folds, "stored_vectors": args.stored_vectors,
+        "load_average": list(os.getloadavg()), "faiss_threads": faiss.omp_get_max_threads(),
         "rubric_map": {str(k): v for k, v in RUBRIC.items()},
     }
 
