@@ -32,6 +32,7 @@ def test_sweep_end_to_end(tmp_path: Path, tiny_models) -> None:
         assert 0 <= r["quality"]["ra_nwg@30"]["expected"] <= 1
         assert r["quality"]["ra_nwg@30"]["range"] >= 0
         assert r["latency"]["total"]["p95_ms"] >= r["latency"]["total"]["p50_ms"] > 0
+        assert r["latency"]["rerank"]["p50_ms"] > 0  # every configuration reranks: its timed passes count
         assert r["latency_queries"] == 2
         assert len(r["load_average"]) == 3 and min(r["load_average"]) >= 0  # latencies carry the load they ran at
         assert r["cost"]["pair_tokens_reranked"] > 0
