@@ -10,7 +10,10 @@ Dynamic thresholds are calibrated (objective: gain per extra candidate, ≥ 90 %
 RA-nWG@30 gain) with k-fold cross-validation over queries: each query is routed by thresholds fitted
 on the other folds; ``dynamic-model`` is the logistic routing model (``route calibrate --model``),
 cross-validated the same way, escalating at most 30 % of the training queries (65 % of fixed-100's
-candidates). The recovery curves (gain recovered vs candidates reranked) of the oracle (queries
+candidates); ``dynamic-boundary ≤r`` is the same model on ``boundary_gap`` alone (one threshold on the
+head-vs-cut reranker score gap), cross-validated with at most ``r`` of the training queries escalated,
+for r in 20 %, 25 %, 30 % (its cross-validated recovery curve).
+The recovery curves (gain recovered vs candidates reranked) of the oracle (queries
 escalated in order of their true gain: the best any per-query choice of K can do) and of the
 model's out-of-fold probabilities are reported per mode. ``dynamic-insample`` (fitted on all queries) and ``dynamic-default`` (built-in
 thresholds) are reported beside it.
@@ -67,6 +70,7 @@ RETRIEVAL_STAGES = ("embed", "dense", "bm25", "fuse")
 FACTORIES = ("Flat", "HNSW32,Flat", "IVF64,SQ8")
 MAX_SHARE = 0.65  # target: ≥ 90 % of fixed-100's gain at ≤ 65 % of its candidates
 TARGET_RATE = 0.30  # routing model: escalate ≤ 30 % of queries → 50 + 0.3 · 50 = 65 candidates
+BOUNDARY_RATES = (0.20, 0.25, TARGET_RATE)  # boundary_gap alone: escalation caps of its CV recovery curve
 
 
 def rerank_all(store: IndexStore, queries: dict[str, str], reranker: Any, base: RoutingSettings,
@@ -221,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         cv = cross_validated_settings(rankings[mode], beir.qrels, base, args.folds)
         model_cv = cross_validated_settings(rankings[mode], beir.qrels, base, args.folds, fit_model,
                                             objective="rate", target_rate=TARGET_RATE)
+        boundary_cv = {rate: cross_validated_settings(rankings[mode], beir.qrels, base, args.folds, fit_model,
+                                                      objective="rate", target_rate=rate, features=("boundary_gap",))
+                       for rate in BOUNDARY_RATES}
         fitted = calibrate(observe(rankings[mode], beir.qrels, base, measure=GAIN_MEASURE, rubric_map=RUBRIC), base)
         routes = {
             "fixed-50": ("fixed50", dict.fromkeys(queries, base)),
@@ -229,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             "dynamic-model": ("dynamic", model_cv),
             "dynamic-insample": ("dynamic", dict.fromkeys(queries, fitted.settings)),
             "dynamic-default": ("dynamic", dict.fromkeys(queries, base)),
+            **{f"dynamic-boundary ≤{rate:.0%}": ("dynamic", settings) for rate, settings in boundary_cv.items()},
         }
         rows = {name: route_row(rankings[mode], beir.qrels, settings, route) for name, (route, settings) in routes.items()}
         results["modes"][mode] = {
@@ -239,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         low, high = rows["fixed-50"], rows["fixed-100"]
         gain = high["metrics"][GAIN_MEASURE] - low["metrics"][GAIN_MEASURE]
-        for name in ("dynamic", "dynamic-model", "dynamic-insample", "dynamic-default"):
+        for name in (n for n in rows if n.startswith("dynamic")):
             row = rows[name]
             recovered = (row["metrics"][GAIN_MEASURE] - low["metrics"][GAIN_MEASURE]) / gain if gain > 0 else None
             share = row["mean_reranked"] / high["mean_reranked"]
