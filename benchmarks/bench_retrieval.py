@@ -10,7 +10,10 @@ Dynamic thresholds are calibrated (objective: gain per extra candidate, ≥ 90 %
 RA-nWG@30 gain) with k-fold cross-validation over queries: each query is routed by thresholds fitted
 on the other folds; ``dynamic-model`` is the logistic routing model (``route calibrate --model``),
 cross-validated the same way, escalating at most 30 % of the training queries (65 % of fixed-100's
-candidates). The recovery curves (gain recovered vs candidates reranked) of the oracle (queries
+candidates); ``dynamic-boundary ≤r`` is the same model on ``boundary_gap`` alone (one threshold on the
+head-vs-cut reranker score gap), cross-validated with at most ``r`` of the training queries escalated,
+for r in 20 %, 25 %, 30 % (its cross-validated recovery curve).
+The recovery curves (gain recovered vs candidates reranked) of the oracle (queries
 escalated in order of their true gain: the best any per-query choice of K can do) and of the
 model's out-of-fold probabilities are reported per mode. ``dynamic-insample`` (fitted on all queries) and ``dynamic-default`` (built-in
 thresholds) are reported beside it.
@@ -24,8 +27,10 @@ bytes and the embedder id; rerank passes are recomputed on every run unless ``--
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
+import os
 import pickle
 import sys
 import tempfile
@@ -49,7 +54,8 @@ from steadyrank.retrieval.calibration import (
 )
 from steadyrank.retrieval.corpus import read_documents
 from steadyrank.retrieval.dense import DenseIndex, DenseSettings
-from steadyrank.retrieval.pipeline import Ranked, latency_summary, rerank_candidates
+from steadyrank.retrieval.fusion import DEFAULT_RRF_K
+from steadyrank.retrieval.pipeline import Ranked, latency_summary, local_models, rerank_candidates, search
 from steadyrank.retrieval.routing import RoutingSettings, model_probability
 from steadyrank.retrieval.store import MODES, IndexStore, build_index
 from steadyrank.serve.clq.builds import CachedEmbedder, cached_corpus_vectors
@@ -64,15 +70,26 @@ RETRIEVAL_STAGES = ("embed", "dense", "bm25", "fuse")
 FACTORIES = ("Flat", "HNSW32,Flat", "IVF64,SQ8")
 MAX_SHARE = 0.65  # target: ≥ 90 % of fixed-100's gain at ≤ 65 % of its candidates
 TARGET_RATE = 0.30  # routing model: escalate ≤ 30 % of queries → 50 + 0.3 · 50 = 65 candidates
+BOUNDARY_RATES = (0.20, 0.25, TARGET_RATE)  # boundary_gap alone: escalation caps of its CV recovery curve
 
 
 def rerank_all(store: IndexStore, queries: dict[str, str], reranker: Any, base: RoutingSettings,
-               modes: list[str]) -> dict[str, dict[str, Ranked]]:
-    """Every mode × query, retrieved to k_high and reranked in two passes (route fixed100)."""
+               modes: list[str], embedder: Any = None) -> dict[str, dict[str, Ranked]]:
+    """Every mode × query, retrieved to k_high and reranked in two passes (route fixed100).
+
+    With ``embedder`` (the reranker is that embedder) the passes score from the index's stored
+    vectors, the server's path for an embedder-as-reranker (``retrieval.pipeline.search`` with
+    ``stored_vectors``): the FP32 cosine the model would give, without re-embedding documents.
+    """
+    models = None if embedder is None else local_models(store, embedder, reranker, rrf_k=DEFAULT_RRF_K,
+                                                        rrf_weights=(1.0, 1.0), stored_vectors=True)
     out: dict[str, dict[str, Ranked]] = {}
     for mode in modes:
         out[mode] = {}
         for qid, text in tqdm(queries.items(), desc=f"{mode}: retrieve + rerank", unit="query", file=sys.stderr):
+            if models is not None:
+                out[mode][qid] = asyncio.run(search(text, mode, models, base, "fixed100"))  # type: ignore[arg-type]
+                continue
             candidates = store.search(text, mode=mode, depth=base.k_high)
             out[mode][qid] = rerank_candidates(store, text, candidates, reranker, base, "fixed100")
     return out
@@ -118,7 +135,7 @@ def route_row(rankings: dict[str, Ranked], qrels: dict, settings_of: dict[str, R
         run[qid] = dict(zip(doc_ids, map(float, scores), strict=True))
         reranked.append(decision.k_rerank)
         escalated.append(decision.escalated)
-        retrieval = sum(ranked.candidates.timings.get(s, 0.0) for s in RETRIEVAL_STAGES)
+        retrieval = sum({**ranked.candidates.timings, **ranked.timings}.get(s, 0.0) for s in RETRIEVAL_STAGES)
         rerank = ranked.timings["rerank"] if decision.escalated else ranked.first_pass_s
         stage_seconds.append({"retrieval": retrieval, "rerank": rerank, "total": retrieval + rerank})
     summary = evaluate(run, qrels, MEASURES, rubric_map=RUBRIC).summary
@@ -168,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folds", type=int, default=5, help="cross-validation folds for dynamic thresholds")
     parser.add_argument("--cache", type=Path, default=REPO / ".steadyrank-cache" / "bench-retrieval",
                         help="embedding cache folder; shares vectors with `steadyrank clq sweep --cache` (default %(default)s)")
+    parser.add_argument("--stored-vectors", action="store_true",
+                        help="the reranker is the embedder (bundled MiniLM, FP32 HPS): score from the index's stored "
+                             "vectors as the server does, instead of re-embedding every candidate")
     parser.add_argument("--reuse-rankings", action="store_true",
                         help="reuse the rerank passes of the previous run with the same inputs (latencies included)")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
@@ -186,8 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m for m in args.modes.split(",") if m]
     if not modes or set(modes) - set(MODES):
         parser.error(f"--modes: choose among {', '.join(MODES)}")
+    if args.stored_vectors and (args.rerank not in (None, "bundled", args.embedder) or args.rerank_precision != "fp32"):
+        parser.error("--stored-vectors: the reranker must be the embedder (no --rerank, FP32)")
     key = hashlib.sha256(json.dumps([str(args.data), embedder.model_id, reranker.model_id, args.rerank_precision,
-                                     base.to_json(), modes]).encode()).hexdigest()[:16]
+                                     base.to_json(), modes, args.stored_vectors]).encode()).hexdigest()[:16]
     rankings_path = args.cache / f"rankings-{key}.pkl"
     with tempfile.TemporaryDirectory() as tmp:
         build_index(Path(tmp) / "flat", documents, CachedEmbedder(embedder, [d.full_text for d in documents], vectors))
@@ -195,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.reuse_rankings and rankings_path.exists():
                 rankings = pickle.loads(rankings_path.read_bytes())
             else:
-                rankings = rerank_all(store, queries, reranker, base, modes)
+                rankings = rerank_all(store, queries, reranker, base, modes, embedder if args.stored_vectors else None)
                 rankings_path.write_bytes(pickle.dumps(rankings))
 
     results: dict[str, Any] = {"modes": {}, "targets": {}}
@@ -203,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         cv = cross_validated_settings(rankings[mode], beir.qrels, base, args.folds)
         model_cv = cross_validated_settings(rankings[mode], beir.qrels, base, args.folds, fit_model,
                                             objective="rate", target_rate=TARGET_RATE)
+        boundary_cv = {rate: cross_validated_settings(rankings[mode], beir.qrels, base, args.folds, fit_model,
+                                                      objective="rate", target_rate=rate, features=("boundary_gap",))
+                       for rate in BOUNDARY_RATES}
         fitted = calibrate(observe(rankings[mode], beir.qrels, base, measure=GAIN_MEASURE, rubric_map=RUBRIC), base)
         routes = {
             "fixed-50": ("fixed50", dict.fromkeys(queries, base)),
@@ -211,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             "dynamic-model": ("dynamic", model_cv),
             "dynamic-insample": ("dynamic", dict.fromkeys(queries, fitted.settings)),
             "dynamic-default": ("dynamic", dict.fromkeys(queries, base)),
+            **{f"dynamic-boundary ≤{rate:.0%}": ("dynamic", settings) for rate, settings in boundary_cv.items()},
         }
         rows = {name: route_row(rankings[mode], beir.qrels, settings, route) for name, (route, settings) in routes.items()}
         results["modes"][mode] = {
@@ -221,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         low, high = rows["fixed-50"], rows["fixed-100"]
         gain = high["metrics"][GAIN_MEASURE] - low["metrics"][GAIN_MEASURE]
-        for name in ("dynamic", "dynamic-model", "dynamic-insample", "dynamic-default"):
+        for name in (n for n in rows if n.startswith("dynamic")):
             row = rows[name]
             recovered = (row["metrics"][GAIN_MEASURE] - low["metrics"][GAIN_MEASURE]) / gain if gain > 0 else None
             share = row["mean_reranked"] / high["mean_reranked"]
@@ -237,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     results["setup"] = {
         "data": str(args.data), "queries": len(queries), "documents": len(documents), "embedder": embedder.model_id,
         "reranker": reranker.model_id, "rerank_precision": args.rerank_precision, "k_low": base.k_low,
-        "k_high": base.k_high, "folds": args.folds, "faiss_threads": faiss.omp_get_max_threads(),
+        "k_high": base.k_high, "folds": args.folds, "stored_vectors": args.stored_vectors,
+        "load_average": list(os.getloadavg()), "faiss_threads": faiss.omp_get_max_threads(),
         "rubric_map": {str(k): v for k, v in RUBRIC.items()},
     }
 

@@ -265,10 +265,12 @@ def fit_model(
     min_recovery: float = 0.9,
     measure: str = DEFAULT_MEASURE,
     regularisation: float = 1.0,
+    features: Sequence[str] = MODEL_FEATURES,
 ) -> Calibration:
     """A logistic routing model and its threshold, fitted on ``observations``.
 
-    Features: the :data:`MODEL_FEATURES` observed for at least two distinct values, standardised
+    Features: those of ``features`` (default all :data:`MODEL_FEATURES`; one feature gives a single
+    threshold on that signal, its direction fitted) observed for at least two distinct values, standardised
     (``(x − μ) / σ``, a missing value counts as μ). Target: ``gain_q > 0``, sample weight
     ``|gain_q| + mean_q |gain_q|`` (large gains and losses count more; a query where escalating
     changes nothing still counts as "do not escalate"), L2 penalty ``1 / regularisation``
@@ -286,7 +288,11 @@ def fit_model(
     rules_off = replace(base, margin_below=None, entropy_above=None, tie_enabled=False, overlap_below=None,
                         boundary_below=None, tail_mass_above=None, first_stage_gap_below=None, model_features=(),
                         model_mean=(), model_scale=(), model_coef=(), model_intercept=0.0, model_above=None)
-    x = signal_matrix(observations)
+    unknown = sorted(set(features) - set(MODEL_FEATURES))
+    if unknown or not features:
+        raise ValueError(f"model features must be a non-empty subset of {list(MODEL_FEATURES)}, got {list(features)}")
+    features = tuple(features)
+    x = signal_matrix(observations, features)
     gain = np.array([o.gain for o in observations], dtype=np.float64)
     extra = np.array([o.extra for o in observations], dtype=np.float64)
     usable = [j for j in range(x.shape[1]) if np.unique(x[~np.isnan(x[:, j]), j]).size >= 2]
@@ -298,7 +304,7 @@ def fit_model(
     scale = np.array([np.nanstd(x[:, j]) for j in usable])
     z = np.nan_to_num((x[:, usable] - mean) / scale, nan=0.0)
     fitted = LogisticRegression(C=regularisation).fit(z, target, sample_weight=weight)
-    model = replace(rules_off, model_features=tuple(MODEL_FEATURES[j] for j in usable), model_mean=tuple(mean.tolist()),
+    model = replace(rules_off, model_features=tuple(features[j] for j in usable), model_mean=tuple(mean.tolist()),
                     model_scale=tuple(scale.tolist()), model_coef=tuple(fitted.coef_[0].tolist()),
                     model_intercept=float(fitted.intercept_[0]))
     p = np.array([model_probability(o.signals, model) for o in observations])

@@ -10,7 +10,9 @@ What is measured (all on this machine, warm: each index and reranker serves one 
   by real reranker calls on the first ``latency.queries`` golden queries (sorted ids), two passes
   for a dynamic policy exactly as served (configurations reranking the identical list of the same
   query with the same regime share one timed call); total = retrieval + rerank on those queries.
-  p50/p95 in ms.
+  p50/p95 in ms. The 1/5/15-minute load averages (``os.getloadavg``) when a configuration's rerank
+  latencies were taken are stored with it (``load_average``): latencies from a shared machine are
+  only comparable at similar load.
 - cost: candidates and pair tokens reranked per query, generator prompt tokens (the served top
   ``generator_chunks`` documents), index bytes and build seconds (corpus embedding + index build).
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -218,12 +221,13 @@ class Sweep:
         summary = evaluation.summary
         per_query = np.nan_to_num(evaluation[self.grid.quality].expected, nan=0.0)
         timed = []
+        load_average = os.getloadavg()
         for qid in self.latency_qids:
             found = _truncate(candidates[key][qid], config.k_policy.depth)
             passes = (config.reranker, qid, tuple(found.doc_ids[: rankings[qid].decision.k_rerank]), settings.k_low)
             if passes not in self._rerank_seconds:  # an identical workload was timed already: reuse it
                 live = rerank_candidates(store, queries[qid], found, scorer, settings, route)  # type: ignore[arg-type]
-                self._rerank_seconds[passes] = live.timings.get("rerank_low", 0.0) + live.timings.get("rerank_high", 0.0)
+                self._rerank_seconds[passes] = live.timings["rerank"]  # both passes (and boundary re-scoring)
             retrieval = sum(found.timings.get(s, 0.0) for s in RETRIEVAL_STAGES)
             rerank = self._rerank_seconds[passes]
             timed.append({"rerank": rerank, "total": retrieval + rerank})
@@ -241,6 +245,7 @@ class Sweep:
             "per_query": dict(zip(evaluation.query_ids, per_query.tolist(), strict=True)),
             "latency": latency_summary(stage_times) | latency_summary(timed),
             "latency_queries": len(timed),
+            "load_average": list(load_average),
             "cost": {
                 "candidates_reranked": float(np.mean(reranked)),
                 "escalation_rate": float(np.mean([r.decision.escalated for r in rankings.values()])),

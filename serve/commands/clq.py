@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from steadyrank.retrieval.corpus import read_documents
@@ -55,7 +56,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     document = {
         "grid": str(args.grid), "corpus": str(args.corpus), "golden": str(args.golden), "queries": len(golden),
         "quality_measure": grid.quality, "latency": f"total {grid.latency_stat}", "reused": sweep.reused,
-        "results": results, **decision,
+        "load_average_at_end": list(os.getloadavg()), "results": results, **decision,
     }
     atomic_write_bytes(args.out / "results.json", (dumps_json(document) + "\n").encode())
     plot(decision, grid.quality, grid.latency_stat, args.out / "clq.png")
@@ -72,5 +73,9 @@ def run_sweep(args: argparse.Namespace) -> int:
             noise = f"; within noise of the best: {len(p['within_noise_of_best'])}" if p["pick"] else ""
             print(f"{key} ≤ {p[key]:g}{unit}: pick {p['pick']} (best quality {p['best_quality']}, "
                   f"{p['feasible']} feasible{noise})")
+    loads = [r["load_average"][0] for r in results if "load_average" in r]
+    if loads:
+        print(f"1-minute load average while timing: {min(loads):.2f}–{max(loads):.2f} "
+              f"(machine cores: {os.cpu_count()}); compare latencies only at similar load")
     print(f"wrote {args.out / 'results.json'} and {args.out / 'clq.png'} ({sweep.reused} configurations reused)")
     return 0

@@ -11,7 +11,7 @@ from tqdm import tqdm
 from steadyrank.metrics.io import read_beir_queries, read_qrels
 from steadyrank.retrieval.calibration import DEFAULT_MEASURE, OBJECTIVES, calibrate, fit_model, observe
 from steadyrank.retrieval.pipeline import rerank_candidates
-from steadyrank.retrieval.routing import RoutingSettings, save_settings
+from steadyrank.retrieval.routing import MODEL_FEATURES, RoutingSettings, save_settings
 from steadyrank.retrieval.shards import open_index
 from steadyrank.serve.commands.evaluate import parse_grade_map
 from steadyrank.serve.commands.index import BUNDLED, load_embedder_arg, load_reranker_arg
@@ -50,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                   help="fit a logistic routing model over all signals (boundary gap, tail mass, "
                                        "first-stage gap, overlap, margin, entropy) and choose its probability "
                                        "threshold by the objective, instead of per-signal thresholds")
+    calibrate_parser.add_argument("--model-features", default=",".join(MODEL_FEATURES), metavar="F,...",
+                                  help="--model: the signals it may read, comma-separated (default all: %(default)s); "
+                                       "one signal gives a single fitted threshold on it, e.g. boundary_gap")
     calibrate_parser.add_argument("--min-recovery", type=float, default=0.9,
                                   help="efficiency: fraction of the escalate-always gain to keep (default %(default)s)")
     calibrate_parser.add_argument("--target-rate", type=float, default=0.35,
@@ -87,13 +90,15 @@ def run_calibrate(args: argparse.Namespace) -> int:
             candidates = store.search(text, mode=args.mode, depth=base.k_high, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights)
             rankings[qid] = rerank_candidates(store, text, candidates, reranker, base, "fixed100")
     observations = observe(rankings, qrels, base, measure=args.measure, rubric_map=args.rubric_map, rel_level=args.rel_level)
+    options = {"features": [f for f in args.model_features.split(",") if f]} if args.model else {}
     result = (fit_model if args.model else calibrate)(
         observations, base, objective=args.objective, target_rate=args.target_rate,
-        min_recovery=args.min_recovery, measure=args.measure,
+        min_recovery=args.min_recovery, measure=args.measure, **options,
     )
     provenance = {
         **result.to_json(), "data": str(args.data), "split": args.split, "index": str(args.index),
-        "mode": args.mode, "reranker": args.rerank, "model": args.model, "rerank_precision": args.rerank_precision,
+        "mode": args.mode, "reranker": args.rerank, "model": args.model, "model_features": options.get("features"),
+        "rerank_precision": args.rerank_precision,
         "min_recovery": args.min_recovery if args.objective == "efficiency" else None,
         "target_rate": args.target_rate if args.objective == "rate" else None,
     }

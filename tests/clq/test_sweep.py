@@ -32,7 +32,9 @@ def test_sweep_end_to_end(tmp_path: Path, tiny_models) -> None:
         assert 0 <= r["quality"]["ra_nwg@30"]["expected"] <= 1
         assert r["quality"]["ra_nwg@30"]["range"] >= 0
         assert r["latency"]["total"]["p95_ms"] >= r["latency"]["total"]["p50_ms"] > 0
+        assert r["latency"]["rerank"]["p50_ms"] > 0  # every configuration reranks: its timed passes count
         assert r["latency_queries"] == 2
+        assert len(r["load_average"]) == 3 and min(r["load_average"]) >= 0  # latencies carry the load they ran at
         assert r["cost"]["pair_tokens_reranked"] > 0
     by_id = {r["config_id"]: r for r in results}
     fixed = [r for r in results if r["k_policy"] in ("k5", "k10")]
@@ -42,6 +44,7 @@ def test_sweep_end_to_end(tmp_path: Path, tiny_models) -> None:
     # PCA16 and Flat share one build per embedder × dimension × factory: 6 dense indexes (bm25 reuses one)
     assert len(list((tmp_path / "out" / "indexes").iterdir())) == 6
     # the frontier in the report is the exact frontier of the reported objectives
+    assert len(report["load_average_at_end"]) == 3
     rows = report["configurations"]
     mask = pareto_front([r["cost_per_query"] for r in rows], [r["latency_ms"] for r in rows], [r["quality"] for r in rows])
     assert report["frontier"] == [r["config_id"] for r, m in zip(rows, mask, strict=False) if m]

@@ -106,6 +106,19 @@ def test_calibrate_model_writes_a_routing_model_that_search_accepts(index, beir,
     assert summary["routing"]["k_low"] == 5
 
 
+def test_calibrate_model_features_restrict_what_the_model_reads(index, beir, tmp_path, capsys):
+    settings = tmp_path / "routing-boundary.json"
+    common = ["route", "calibrate", "--model", "--data", str(beir), "--index", str(index), "--out", str(settings),
+              "--depth", "20", "--k-low", "5", "--objective", "rate", "--target-rate", "0.5"]
+    assert len(run_json(capsys, common)["calibration"]["model_features"]) == 6  # by default every signal
+    payload = run_json(capsys, [*common, "--model-features", "boundary_gap"])
+    assert payload["calibration"]["model_features"] == ["boundary_gap"]
+    assert set(load_settings(settings).model_features) <= {"boundary_gap"}  # () when no query gains
+    capsys.readouterr()
+    assert main([*common, "--model-features", "nonsense"]) == 2
+    assert "model features" in capsys.readouterr().err
+
+
 def test_user_errors_exit_2_with_a_message(index, beir, tmp_path, capsys):
     capsys.readouterr()
     assert main(["search", "--index", str(index), "--queries", str(beir), "--out", str(tmp_path / "r"),

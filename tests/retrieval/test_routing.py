@@ -249,6 +249,22 @@ def test_routing_model_learns_the_informative_signal_and_round_trips(tmp_path):
     assert gained > 0.85  # generalises to queries it was not fitted on
 
 
+def test_routing_model_on_one_feature_is_a_threshold_on_it():
+    from steadyrank.retrieval.calibration import fit_model
+
+    observations = _observations(200, 0)
+    result = fit_model(observations, RoutingSettings(), objective="rate", target_rate=0.5, features=("boundary_gap",))
+    s = result.settings
+    assert s.model_features == ("boundary_gap",) and s.model_coef[0] < 0  # small gap → escalate
+    escalated = [decide(o.signals, s).escalated for o in observations]
+    gaps = [o.signals.boundary_gap for o in observations]
+    # one feature: the escalated queries are exactly those below a cut on boundary_gap
+    assert max(g for g, e in zip(gaps, escalated, strict=True) if e) < min(g for g, e in zip(gaps, escalated, strict=True) if not e)
+    assert result.escalation_rate <= 0.5 and result.recovered > 0.9
+    with pytest.raises(ValueError, match="model features"):
+        fit_model(observations, RoutingSettings(), features=("nonsense",))
+
+
 def test_routing_model_never_escalates_when_nothing_gains():
     from steadyrank.retrieval.calibration import fit_model
 
