@@ -8,7 +8,8 @@
 >>> store.add([Document("id", "text")]); store.delete(["id"])      # durable when they return
 
 Modules: ``corpus`` (documents, JSONL readers), ``dense`` (FAISS), ``bm25`` (bm25s), ``fusion`` (RRF),
-``store`` (index directory, WAL, generations), ``routing`` (pure dynamic-K policy and signals),
+``store`` (index directory, WAL, generations), ``shards`` (sharded index, scatter-gather),
+``routing`` (pure dynamic-K policy and signals),
 ``pipeline`` (two-pass reranking), ``calibration`` (threshold search), ``protocols`` (model interfaces).
 
 The names below are imported on first use (PEP 562), so importing one light submodule (say
