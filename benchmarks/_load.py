@@ -102,10 +102,13 @@ def free_port() -> int:
 
 async def closed_loop(url: str, path: str, bodies: list[bytes], level: int, window: dict[str, Any],
                       headers: dict[str, str] | None = None, drain_s: float = 600.0,
-                      timeout_s: float = 600.0) -> dict[str, Any]:
+                      timeout_s: float = 600.0, honor_retry_after_s: float = 0.0) -> dict[str, Any]:
     """``level`` clients each POST the next body to ``url + path`` as soon as their previous answer
     arrived, over a :class:`Window` (``window``: its keyword arguments). After the window the
     requests still in flight get ``drain_s`` seconds, then are cancelled (a client disconnect).
+    ``honor_retry_after_s`` > 0: after a 503 carrying ``Retry-After``, a client waits that many
+    seconds (at most ``honor_retry_after_s``) before its next request, as the Cohere and OpenAI SDKs
+    do; 0: it sends the next request at once (a client that ignores the header).
 
     Returns the window summary plus ``status_codes`` (every answer, by status; transport errors by
     exception name), ``503_json`` / ``503_retry_after`` (how many 503 answers had a JSON body /
@@ -135,13 +138,18 @@ async def closed_loop(url: str, path: str, bodies: list[bytes], level: int, wind
                 try:
                     response = await client.post(path, content=body, headers={"Content-Type": "application/json"})
                     key, ok = str(response.status_code), response.status_code == 200
+                    backoff = 0.0
                     if response.status_code == 503:
                         shape["503_retry_after"] += "retry-after" in response.headers
                         shape["503_json"] += response.headers.get("content-type", "").startswith("application/json")
+                        if honor_retry_after_s > 0 and response.headers.get("retry-after", "").isdigit():
+                            backoff = min(float(response.headers["retry-after"]), honor_retry_after_s)
                 except httpx.HTTPError as exc:
-                    key, ok = type(exc).__name__, False
+                    key, ok, backoff = type(exc).__name__, False, 0.0
                 codes[key] = codes.get(key, 0) + 1
                 w.add(start, time.perf_counter(), ok)
+                if backoff:
+                    await asyncio.sleep(backoff)
 
         async def sample_load() -> None:
             while True:

@@ -272,7 +272,7 @@ def measure(running: Running, queries: list[str], passages: list[str], args: arg
             window = {"duration": args.duration, "warmup": args.warmup, "max_duration": args.max_duration,
                       "min_requests": max(args.min_requests, level)}
             r = asyncio.run(closed_loop(running.url, path, bodies, level, window, drain_s=args.drain_s,
-                                        timeout_s=args.client_timeout))
+                                        timeout_s=args.client_timeout, honor_retry_after_s=args.honor_retry_after))
             answered = r["requests"] + r["errors"]
             r.pop("latencies_s")
             r.update(items_per_request=items, clients=level,
@@ -345,6 +345,9 @@ def main() -> None:
                              "(default %(default)s)")
     parser.add_argument("--client-timeout", type=float, default=600.0, help="client timeout per request, s "
                         "(default %(default)s)")
+    parser.add_argument("--honor-retry-after", type=float, default=0.0,
+                        help="a client that got a 503 with Retry-After waits that long (capped at this many s) "
+                             "before its next request, as SDKs do; 0 (default) = it retries at once")
     parser.add_argument("--idle-s", type=float, default=10.0, help="idle CPU measurement, s (default %(default)s)")
     parser.add_argument("--settle-s", type=float, default=5.0, help="pause after the first rerank before the "
                         "idle measurement, s (default %(default)s)")

@@ -15,8 +15,8 @@ and admits the request only if the predicted wait is at most ``headroom × deadl
 ``min_units`` units have finished no rate is known and every request is admitted (the count
 limit and the replicas' deadline drops still apply), and a request that finds nothing pending is
 always admitted (one oversized request may still run out of time: 504). A refused request costs
-no compute: it is answered 503 with ``Retry-After`` = the seconds until enough queued work should
-have drained.
+no compute: it is answered 503 with ``Retry-After`` = its predicted wait (the seconds until the work
+queued now should be done).
 Busy time runs whenever this replica has units pending at the deployment.
 """
 
@@ -53,12 +53,14 @@ class WorkQueue:
 
     def refusal(self, units: int, deadline_s: float) -> int | None:
         """None to admit a request of ``units`` under ``deadline_s``; else the ``Retry-After``
-        seconds (≥ 1): how long until the queue should have drained enough to admit it."""
+        seconds (≥ 1): the predicted wait itself, i.e. until the work queued now should be done.
+        (Only the excess over the budget would send every refused client back at once, into the
+        same full queue: on a small machine that storm of refusals takes the CPU the model needs.)"""
         wait = self.predicted_wait(units)
         budget = self.headroom * deadline_s
         if wait is None or wait <= budget or self.pending == 0:  # an idle deployment always gets to try
             return None
-        return max(1, math.ceil(wait - budget))
+        return max(1, math.ceil(wait))
 
     def start(self, units: int, now: float) -> None:
         """``units`` admitted and sent to the deployment."""

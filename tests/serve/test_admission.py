@@ -40,7 +40,7 @@ def test_refuses_what_cannot_finish_within_the_headroom_of_its_deadline() -> Non
     queue.start(50, now)  # 5 s of work queued
     # a 10-unit request would be done in (50 + 10) / 10 = 6 s; with a 5 s deadline the budget is 4 s
     assert queue.predicted_wait(10) == pytest.approx(6.0)
-    assert queue.refusal(10, deadline_s=5.0) == 2  # ceil(6 - 4)
+    assert queue.refusal(10, deadline_s=5.0) == 6  # Retry-After: the predicted wait, ceil(6)
     assert queue.refusal(10, deadline_s=7.5) is None  # budget 6 s
     queue.finish(50, now + 5.0)
     assert queue.pending == 0
