@@ -280,18 +280,23 @@ class Ingress:
         finally:
             queue.finish(units, time.monotonic(), completed)
 
+    def _refusal(self) -> tuple[str, ApiError] | None:
+        """Why a new scoring request is refused before any work (the drop reason and the 503), or
+        None: the server drains for shutdown, or this replica has ``limits.max_in_flight`` in flight."""
+        if self.draining:
+            return "shutting_down", ShuttingDown("server shutting down: not taking new requests", self.limits.retry_after_s)
+        if self.in_flight >= self.limits.max_in_flight:
+            return "overloaded", Overloaded(f"server at capacity ({self.limits.max_in_flight} requests in flight); "
+                                            "retry later", self.limits.retry_after_s)
+        return None
+
     async def _serve(self, endpoint: str, request: Request,
                      handler: Callable[[Request], Awaitable[Response]], record: bool = True) -> Response:
         started = time.perf_counter()
-        if record and self.draining:
-            self.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason="shutting_down")
-            response = ShuttingDown("server shutting down: not taking new requests", self.limits.retry_after_s).response()
-            self.recorder.inc("steadyrank_requests_total", endpoint=endpoint, code=str(response.status_code))
-            return response
-        if record and self.in_flight >= self.limits.max_in_flight:
-            self.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason="overloaded")
-            response = Overloaded(f"server at capacity ({self.limits.max_in_flight} requests in flight); retry later",
-                                  self.limits.retry_after_s).response()
+        refusal = self._refusal() if record else None
+        if refusal is not None:
+            self.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason=refusal[0])
+            response = refusal[1].response()
             self.recorder.inc("steadyrank_requests_total", endpoint=endpoint, code=str(response.status_code))
             return response
         self.in_flight += record
