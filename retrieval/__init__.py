@@ -9,6 +9,7 @@
 
 Modules: ``corpus`` (documents, JSONL readers), ``dense`` (FAISS), ``bm25`` (bm25s), ``fusion`` (RRF),
 ``store`` (index directory, WAL, generations), ``shards`` (sharded index, scatter-gather),
+``layout`` (the files that mark an index directory; no FAISS),
 ``routing`` (pure dynamic-K policy and signals),
 ``pipeline`` (two-pass reranking), ``calibration`` (threshold search), ``protocols`` (model interfaces).
 

@@ -49,6 +49,7 @@ from steadyrank.retrieval.corpus import Document
 from steadyrank.retrieval.dense import DenseSettings
 from steadyrank.retrieval.fsio import WriterLock, atomic_write_bytes
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
+from steadyrank.retrieval.layout import SHARDS_MANIFEST, is_sharded
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool
 from steadyrank.retrieval.protocols import Embedder
@@ -68,7 +69,6 @@ from steadyrank.retrieval.store import (
 )
 from steadyrank.retrieval.wal import read_log
 
-SHARDS_MANIFEST = "SHARDS.json"
 STATS_FILE = "bm25-stats.json"
 FORMAT = "steadyrank-sharded-index"
 FORMAT_VERSION = 1
@@ -85,11 +85,6 @@ def shard_of(doc_id: str, shards: int) -> int:
 
 def shard_dir(index: int) -> str:
     return f"shard-{index:03d}"
-
-
-def is_sharded(path: str | Path) -> bool:
-    """True if ``path`` holds a sharded index (a ``SHARDS.json``)."""
-    return (Path(path) / SHARDS_MANIFEST).is_file()
 
 
 def read_shards_manifest(path: str | Path) -> dict[str, Any]:

@@ -44,13 +44,13 @@ from steadyrank.retrieval.corpus import Document
 from steadyrank.retrieval.dense import DenseIndex, DenseSettings
 from steadyrank.retrieval.fsio import WriterLock, atomic_write_bytes, fsync_dir, fsync_tree, sha256_bytes, sha256_file
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
+from steadyrank.retrieval.layout import CURRENT
 from steadyrank.retrieval.modes import MODES, Mode
 from steadyrank.retrieval.protocols import Embedder
 from steadyrank.retrieval.wal import WriteAheadLog, read_log
 
 FORMAT = "steadyrank-index"
 FORMAT_VERSION = 1
-CURRENT = "CURRENT"
 LOCK = "LOCK"
 MANIFEST = "manifest.json"
 WAL = "wal.jsonl"

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from steadyrank.retrieval.layout import holds_index
 from steadyrank.serve.app.settings import Settings
 from steadyrank.serve.runtime.settings import ModelSettings
 
@@ -41,8 +42,7 @@ def corpus_path(settings: Settings) -> Path | None:
 
 def embedder_identity(model: ModelSettings) -> tuple[str, int]:
     """``(model_id, dim)`` of a bi-encoder from its files, without loading its weights."""
-    from steadyrank.serve.runtime.factory import model_id
-    from steadyrank.serve.runtime.loading import inspect_model
+    from steadyrank.serve.runtime.inspection import inspect_model, model_id
 
     spec = inspect_model(model)
     config = json.loads((spec.path / "config.json").read_text(encoding="utf-8"))
@@ -114,13 +114,6 @@ def ensure_index(settings: Settings, on_progress: Callable[[int, int], None] | N
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return path
-
-
-def holds_index(path: Path) -> bool:
-    """True if ``path`` holds an index (unsharded: ``CURRENT``; sharded: ``SHARDS.json``)."""
-    from steadyrank.retrieval.shards import is_sharded
-
-    return (path / "CURRENT").is_file() or is_sharded(path)
 
 
 def _build(settings: Settings, corpus: Path, path: Path, on_progress: Callable[[int, int], None] | None) -> None:

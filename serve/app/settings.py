@@ -20,6 +20,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from steadyrank.retrieval.layout import holds_index
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.routing import Route, RoutingSettings
 from steadyrank.retrieval.routing import load_settings as load_routing_file
@@ -491,8 +492,6 @@ def check_files(settings: Settings) -> None:
     index = settings.index
     if index.corpus is not None and not Path(index.corpus).expanduser().exists():
         problems.append(f"index.corpus: no such file or folder: {index.corpus}")
-    from steadyrank.serve.app.default import holds_index
-
     if index.path is not None and index.corpus is None and not holds_index(Path(index.path).expanduser()):
         problems.append(
             f"index.path: no index at {index.path} (build one with `steadyrank index build`, "

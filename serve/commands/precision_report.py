@@ -21,8 +21,7 @@ from steadyrank.serve.precision.regimes import DEFAULT_REGIMES, REFERENCE, parse
 from steadyrank.serve.precision.report import build_report, curves, render_tables
 from steadyrank.serve.precision.scoring import PooledStore, bi_encoder_keys, pair_keys
 from steadyrank.serve.runtime import ModelSettings
-from steadyrank.serve.runtime.factory import model_id
-from steadyrank.serve.runtime.loading import inspect_model
+from steadyrank.serve.runtime.inspection import inspect_model, model_id
 
 DEFAULT_MEASURES = ["map@3", "ndcg@10", "mrr@10"]
 

@@ -9,7 +9,7 @@ import torch
 
 from steadyrank.serve.runtime import hps
 from steadyrank.serve.runtime.errors import check_texts
-from steadyrank.serve.runtime.loading import ModelSpec
+from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.settings import ModelSettings
 from steadyrank.serve.runtime.transformers_backend import TransformersBackend
 

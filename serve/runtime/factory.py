@@ -4,18 +4,9 @@ from __future__ import annotations
 
 from steadyrank.serve.runtime.embedder import Embedder
 from steadyrank.serve.runtime.errors import UnsupportedModelError
-from steadyrank.serve.runtime.loading import ModelSpec, inspect_model
+from steadyrank.serve.runtime.inspection import inspect_model, model_id
 from steadyrank.serve.runtime.scorer import BiEncoderScorer, PairScorer, Scorer
-from steadyrank.serve.runtime.settings import ModelSettings, bundled_embedder_path
-
-BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-def model_id(spec: ModelSpec) -> str:
-    """A readable id: the bundled MiniLM's hub name, else the directory name."""
-    if spec.path.resolve() == bundled_embedder_path().resolve():
-        return BUNDLED_MODEL_ID
-    return spec.path.resolve().name
+from steadyrank.serve.runtime.settings import ModelSettings
 
 
 def load_embedder(settings: ModelSettings | None = None) -> Embedder:

@@ -22,7 +22,7 @@ from steadyrank.retrieval.ranking import rank
 from steadyrank.serve.runtime import hps
 from steadyrank.serve.runtime.embedder import Embedder
 from steadyrank.serve.runtime.errors import InvalidInputError, check_rerank_args
-from steadyrank.serve.runtime.loading import ModelSpec
+from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.settings import ModelSettings
 
 

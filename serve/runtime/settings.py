@@ -33,7 +33,7 @@ class ModelSettings(BaseModel):
     """How to load and score one model.
 
     ``path=None`` means the bundled all-MiniLM-L6-v2 embedder. ``kind="auto"`` detects the kind from
-    the directory (see :mod:`serve.runtime.loading`). ``precision`` is the dtype of the weights and of
+    the directory (see :mod:`serve.runtime.inspection`). ``precision`` is the dtype of the weights and of
     the forward pass; ``scoring="hps"`` upcasts logits / pooled embeddings to FP32 before the scoring
     function φ, ``"native"`` applies φ in the forward dtype (reproduces low-precision ties).
     A forward batch holds at most ``batch_size`` rows and at most ``batch_tokens`` tokens counted as

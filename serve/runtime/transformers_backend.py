@@ -17,7 +17,8 @@ import torch
 
 from steadyrank.serve.runtime.batching import Batch, run_batched
 from steadyrank.serve.runtime.errors import ModelLoadError
-from steadyrank.serve.runtime.loading import ModelSpec, load_tokenizer, load_torch_model, resolve_device, torch_dtype
+from steadyrank.serve.runtime.inspection import ModelSpec
+from steadyrank.serve.runtime.loading import load_tokenizer, load_torch_model, resolve_device, torch_dtype
 from steadyrank.serve.runtime.settings import ModelSettings
 from steadyrank.serve.runtime.tokenization import Encoded, encode_pairs, encode_prompts, encode_texts
 

@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from steadyrank.serve.runtime.errors import ModelLoadError, UnsupportedModelError
-from steadyrank.serve.runtime.loading import ModelSpec, load_tokenizer, torch_dtype
+from steadyrank.serve.runtime.inspection import ModelSpec
+from steadyrank.serve.runtime.loading import load_tokenizer, torch_dtype
 from steadyrank.serve.runtime.settings import ModelSettings
 from steadyrank.serve.runtime.tokenization import encode_pairs, encode_prompts
 

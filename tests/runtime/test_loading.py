@@ -10,7 +10,7 @@ import pytest
 from transformers import BertConfig, BertModel, T5Config, T5ForConditionalGeneration
 
 from steadyrank.serve.runtime import ModelLoadError, ModelSettings, UnsupportedModelError, load_embedder, load_scorer
-from steadyrank.serve.runtime.loading import inspect_model
+from steadyrank.serve.runtime.inspection import inspect_model
 
 
 def test_bundled_minilm_is_a_mean_pooling_bi_encoder() -> None:

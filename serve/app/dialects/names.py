@@ -23,8 +23,7 @@ class ServedNames:
     def from_settings(cls, settings: object) -> ServedNames:
         """Read the ids from the model files (no weights loaded) and the aliases from ``served``."""
         from steadyrank.serve.app.default import embedder_identity
-        from steadyrank.serve.runtime.factory import model_id
-        from steadyrank.serve.runtime.loading import inspect_model
+        from steadyrank.serve.runtime.inspection import inspect_model, model_id
 
         served = settings.served  # type: ignore[attr-defined]
         embedder_id, dim = embedder_identity(settings.embedder)  # type: ignore[attr-defined]
