@@ -11,8 +11,11 @@ while busy:
                                                    of busy time, so the rate follows the load)
     predicted wait of a new request of u units = (pending + u) / r
 
-and admits the request only if the predicted wait is at most ``headroom × deadline``. Until
-``min_units`` units have finished no rate is known and every request is admitted (the count
+and admits the request only if the predicted wait is at most ``headroom × deadline``. The time
+until the deployment first answers this replica is start-up, not service (requests sent while the
+model replicas still load wait there for tens of seconds): the sums start at that first answer,
+which itself does not count. Until ``min_units`` units have finished no rate is known and every
+request is admitted (the count
 limit and the replicas' deadline drops still apply), and a request that finds nothing pending is
 always admitted (one oversized request may still run out of time: 504). A refused request costs
 no compute: it is answered 503 with ``Retry-After`` = its predicted wait (the seconds until the work
@@ -32,13 +35,14 @@ class WorkQueue:
     ``time.monotonic``)."""
 
     headroom: float = 0.8
-    half_life_s: float = 30.0
+    half_life_s: float = 10.0
     min_units: int = 32
     pending: int = 0
     done_units: float = 0.0
     busy_s: float = 0.0
     finished_total: int = 0
     _since: float | None = field(default=None, repr=False)
+    _answered: bool = field(default=False, repr=False)
 
     def rate(self) -> float | None:
         """Units finished per busy second, or None until ``min_units`` have finished."""
@@ -71,7 +75,10 @@ class WorkQueue:
         """``units`` came back; ``completed`` = they were computed (not refused or dropped)."""
         self._advance(now)
         self.pending = max(0, self.pending - units)
-        if completed:
+        if completed and not self._answered:  # the first answer ends start-up: the sums begin now
+            self._answered = True
+            self.done_units = self.busy_s = 0.0
+        elif completed:
             self.done_units += units
             self.finished_total += units
         if self.pending == 0:

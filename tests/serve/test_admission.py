@@ -60,3 +60,17 @@ def test_failed_calls_free_their_units_without_counting_as_done() -> None:
     queue.start(10, 0.0)
     queue.finish(10, 2.0, completed=False)
     assert queue.pending == 0 and queue.finished_total == 0 and queue.rate() is None
+
+
+def test_the_wait_before_the_first_answer_is_start_up_not_service() -> None:
+    """A request sent while the model replica still loads waits there for its whole start-up; had
+    that wait counted as busy time, the learned rate would be a fraction of the real one and the
+    first minutes of load would be refused (seen: 8 clients x 16 texts refused with "about 28 s
+    of work queued" where 4 s was true)."""
+    queue = WorkQueue(min_units=10, half_life_s=1e9)
+    queue.start(1, 0.0)
+    queue.finish(1, 30.0)  # the first answer came after a 30 s model load
+    run_steady(queue, rate=20.0, requests=10, units=16, start=30.0)
+    assert queue.rate() == pytest.approx(20.0)
+    queue.start(7 * 16, 100.0)
+    assert queue.refusal(16, deadline_s=30.0) is None  # (112 + 16) / 20 = 6.4 s ≤ 24 s
