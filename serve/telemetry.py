@@ -94,7 +94,7 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
                "Time per pipeline stage (embed, retrieve, rerank, route) of user requests.",
                ("stage",), STAGE_BUCKETS),
     MetricSpec("steadyrank_batch_size", "histogram",
-               "Requests per dynamic batch (@serve.batch) by deployment (embedder, reranker, canary_reranker).",
+               "Requests per dynamic batch (one forward-pass plan) by deployment (embedder, reranker, canary_reranker).",
                ("deployment",), BATCH_BUCKETS),
     MetricSpec("steadyrank_candidates_reranked", "histogram",
                "Candidates reranked per user request (the K used by /v1/search, the documents of /v1/rerank).",

@@ -96,7 +96,7 @@ class DeploymentSettings(_Section):
 
 
 class BatchedDeploymentSettings(DeploymentSettings):
-    """A model deployment with ``@serve.batch`` dynamic batching."""
+    """A model deployment with dynamic batching across requests (:mod:`serve.app.deployments.batcher`)."""
 
     max_batch_size: int = Field(8, ge=1, description="requests per dynamic batch at most")
     batch_wait_timeout_s: float = Field(0.001, ge=0, description="longest wait for a batch to fill")

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 from ray import serve
 
+from steadyrank.serve.app.deployments.batcher import RequestBatcher
 from steadyrank.serve.app.deployments.common import (
     Ticket,
     admitted,
@@ -31,6 +32,7 @@ class Embedder:
         set_torch_threads(settings.deployments.embedder.torch_threads)
         self.model = load_embedder(settings.embedder)
         self.executor = model_executor()
+        self._batch = RequestBatcher(self._run_batch)  # limits from user_config (reconfigure)
         self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
 
     def reconfigure(self, config: dict[str, Any]) -> None:
@@ -49,8 +51,7 @@ class Embedder:
             return {"vectors": np.zeros((0, self.model.dim), dtype=np.float32), "tokens": 0 if count_tokens else None}
         return await admitted(self._batch, (texts, bool(count_tokens)), Ticket(deadline), self.recorder, "embedder")
 
-    @serve.batch  # limits from user_config (reconfigure)
-    async def _batch(self, jobs: list[tuple[tuple[list[str], bool], Ticket]]) -> list[Any]:
+    async def _run_batch(self, jobs: list[tuple[tuple[list[str], bool], Ticket]]) -> list[Any]:
         self.recorder.observe("steadyrank_batch_size", len(jobs), deployment="embedder")
         return await run_batch(self.executor, jobs, self._encode, self.recorder, "embedder")
 

@@ -17,6 +17,7 @@ import numpy as np
 from ray import serve
 
 from steadyrank.retrieval.ranking import rank_async
+from steadyrank.serve.app.deployments.batcher import RequestBatcher
 from steadyrank.serve.app.deployments.common import (
     InvalidRequest,
     Ticket,
@@ -50,6 +51,7 @@ class Reranker:
         set_torch_threads(options.torch_threads)
         self.scorer = load_scorer(ModelSettings.model_validate(model))
         self.executor = model_executor()
+        self._batch = RequestBatcher(self._run_batch)  # limits from user_config (reconfigure)
         self.role = role
         self.label = "reranker" if role == "primary" else "canary_reranker"
         quality = settings.quality
@@ -147,8 +149,7 @@ class Reranker:
             record_ties(rec, ranking.tie_group_size_at_cutoff, ranking.rescored)
         return result
 
-    @serve.batch  # limits from user_config (reconfigure)
-    async def _batch(self, jobs: list[tuple[tuple[str, list[str]], Ticket]]) -> list[Any]:
+    async def _run_batch(self, jobs: list[tuple[tuple[str, list[str]], Ticket]]) -> list[Any]:
         self.recorder.observe("steadyrank_batch_size", len(jobs), deployment=self.label)
         return await run_batch(self.executor, jobs, self._score_jobs, self.recorder, self.label)
 
