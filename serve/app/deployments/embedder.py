@@ -56,15 +56,14 @@ class Embedder:
         return await run_batch(self.executor, jobs, self._encode, self.recorder, "embedder")
 
     def _encode(self, jobs: list[tuple[list[str], bool]]) -> list[dict[str, Any]]:
-        flat = [t for texts, _ in jobs for t in texts]
-        vectors = self.model.encode(flat)
-        out, start = [], 0
+        """One forward plan per job (as :meth:`Reranker._score_jobs`): a request's vectors never
+        depend on what else was in flight."""
+        out = []
         for texts, count in jobs:
             tokens = None
             if count:
                 tokenizer = self.model.backend.tokenizer
                 ids = tokenizer(texts, truncation=True, max_length=self.model.max_length)["input_ids"]
                 tokens = int(sum(len(x) for x in ids))
-            out.append({"vectors": vectors[start : start + len(texts)], "tokens": tokens})
-            start += len(texts)
+            out.append({"vectors": self.model.encode(texts), "tokens": tokens})
         return out

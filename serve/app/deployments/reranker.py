@@ -2,9 +2,9 @@
 
 ``score(query, docs, shadow=False)`` → FP32 scores, rank keys and truncation flags;
 ``rerank(query, docs, top_n)`` → the full ranking with tie facts; ``fp32_keys(query, docs,
-shadow=False)`` for boundary re-scoring. Pairs of all user requests in a batch go through one
-forward pass plan; shadow work (``shadow=True``) runs in small chunks behind user work
-(:mod:`serve.app.priority`).
+shadow=False)`` for boundary re-scoring. The user requests of a batch run in one compute-thread
+call, each with its own forward plan (bitwise-stable scores); shadow work (``shadow=True``) runs
+in small chunks behind user work (:mod:`serve.app.priority`).
 """
 
 from __future__ import annotations
@@ -154,13 +154,13 @@ class Reranker:
         return await run_batch(self.executor, jobs, self._score_jobs, self.recorder, self.label)
 
     def _score_jobs(self, jobs: list[tuple[str, list[str]]]) -> list[dict[str, np.ndarray]]:
-        pairs = [(query, doc) for query, docs in jobs for doc in docs]
-        scored = self.scorer.score(pairs)
-        out, start = [], 0
-        for _, docs in jobs:
-            rows = slice(start, start + len(docs))
-            out.append({"scores": scored.scores[rows], "keys": scored.keys[rows], "truncated": scored.truncated[rows]})
-            start += len(docs)
+        """One forward plan per job, all in this one compute-thread call: a request's scores depend
+        on its own pairs only, never on what else was in flight (rows of other requests would
+        change the padded shapes, and with them the last bits of FP32 results)."""
+        out = []
+        for query, docs in jobs:
+            scored = self.scorer.score([(query, doc) for doc in docs])
+            out.append({"scores": scored.scores, "keys": scored.keys, "truncated": scored.truncated})
         return out
 
 
