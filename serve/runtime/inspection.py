@@ -33,6 +33,7 @@ _POOLING_KEYS: dict[str, Pooling] = {
 }
 _ST_MODULES = {"Transformer", "Pooling", "Normalize"}
 
+
 @dataclass(frozen=True)
 class ModelSpec:
     """What :func:`inspect_model` found: the kind, the architecture and kind-specific details."""

@@ -31,7 +31,7 @@ class RequestBatcher:
         self.max_batch_size = max_batch_size
         self.batch_wait_timeout_s = batch_wait_timeout_s
         self._queue: deque[tuple[Any, asyncio.Future]] = deque()
-        self._ready: asyncio.Event | None = None
+        self._ready = asyncio.Event()  # set while the queue holds jobs
         self._worker: asyncio.Task | None = None
 
     def set_max_batch_size(self, size: int) -> None:
@@ -41,12 +41,11 @@ class RequestBatcher:
         self.batch_wait_timeout_s = seconds
 
     async def __call__(self, job: Any) -> Any:
+        loop = asyncio.get_running_loop()
         if self._worker is None or self._worker.done():
-            self._ready = asyncio.Event()
-            self._worker = asyncio.get_running_loop().create_task(self._serve())
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
+            self._worker = loop.create_task(self._serve())
+        future: asyncio.Future = loop.create_future()
         self._queue.append((job, future))
-        assert self._ready is not None
         self._ready.set()
         return await future  # a cancelled caller cancels its future; the batch skips its result
 
@@ -59,7 +58,6 @@ class RequestBatcher:
         return batch
 
     async def _serve(self) -> None:
-        assert self._ready is not None
         while True:
             await self._ready.wait()
             if self.batch_wait_timeout_s > 0 and len(self._queue) < self.max_batch_size:
@@ -67,18 +65,20 @@ class RequestBatcher:
             batch = self._take()
             if not self._queue:
                 self._ready.clear()
-            if not batch:
-                continue
-            try:
-                results = await self.run([job for job, _ in batch])
-            except Exception as exc:  # noqa: BLE001 - every caller of the batch gets the error
-                logger.exception("batch of %d jobs failed", len(batch))
-                results = None
-                error: BaseException = exc
-            for i, (_, future) in enumerate(batch):
-                if future.done():
-                    continue
-                if results is None:
-                    future.set_exception(error)
-                else:
-                    future.set_result(results[i])
+            if batch:
+                await self._run(batch)
+
+    async def _run(self, batch: list[tuple[Any, asyncio.Future]]) -> None:
+        """``run`` the batch and hand each caller its result; if ``run`` raises, every caller of
+        the batch gets the error (callers that gave up meanwhile are skipped)."""
+        try:
+            results = await self.run([job for job, _ in batch])
+        except Exception as exc:  # noqa: BLE001 - delivered to the callers
+            logger.exception("batch of %d jobs failed", len(batch))
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for (_, future), result in zip(batch, results, strict=True):
+            if not future.done():
+                future.set_result(result)

@@ -42,9 +42,9 @@ def count_drop(recorder: Any, label: str, reason: str) -> None:
 
 
 async def admitted(batched: Any, job: Any, ticket: Ticket, recorder: Any, label: str) -> Any:
-    """Queue ``(job, ticket)`` on a :class:`~serve.app.deployments.batcher.RequestBatcher` and await its result. A job whose
-    deadline passed is refused here; a caller cancelled while its job is still queued marks the
-    ticket, so the batch drops the job unscored (counted once, here)."""
+    """Queue ``(job, ticket)`` on a :class:`~serve.app.deployments.batcher.RequestBatcher` and
+    await its result. A job whose deadline passed is refused here; a caller cancelled while its job
+    is still queued marks the ticket, so the batch drops the job unscored (counted once, here)."""
     reason = ticket.drop_reason(time.time())
     if reason is not None:
         count_drop(recorder, label, reason)
@@ -137,7 +137,8 @@ def unwrap(outcome: Any) -> Any:
 
 
 def apply_batch_config(batched: Any, config: dict[str, Any]) -> None:
-    """Set a :class:`~serve.app.deployments.batcher.RequestBatcher`'s limits from a deployment's ``user_config``
-    (``max_batch_size``, ``batch_wait_timeout_s``; see ``BatchedDeploymentSettings.ray_options``)."""
+    """Set a :class:`~serve.app.deployments.batcher.RequestBatcher`'s limits from a deployment's
+    ``user_config`` (``max_batch_size``, ``batch_wait_timeout_s``; see
+    ``BatchedDeploymentSettings.ray_options``)."""
     batched.set_max_batch_size(int(config["max_batch_size"]))
     batched.set_batch_wait_timeout_s(float(config["batch_wait_timeout_s"]))
