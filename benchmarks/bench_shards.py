@@ -1,11 +1,11 @@
 """Shard sizing benchmark: FAISS factories at N random 384-d unit vectors, and scatter-gather cost.
 
 Per factory (Flat, HNSW32,Flat, IVF<nlist>,SQ8, IVF<nlist>,PQ32; ``nlist`` = 4·√N rounded to a power
-of two, ``nprobe`` 16, ``efSearch`` 128) through ``retrieval.dense.DenseIndex`` (the serving code):
-build seconds (train + add), bytes per document (the serialised FAISS index / N — what a shard
-holds in RAM for vectors; ``embeddings.npy`` adds 4·dim bytes per document on disk, memory-mapped),
-single-query latency and QPS at k=100 (queries one by one, as the Retriever serves them), and
-recall@10 against Flat.
+of two, ``nprobe`` 16, ``efSearch`` 128, ``efConstruction`` from ``--ef-construction``) through
+``retrieval.dense.DenseIndex`` (the serving code): build seconds (train + add), bytes per document
+(the serialised FAISS index / N — what a shard holds in RAM for vectors; ``embeddings.npy`` adds
+4·dim bytes per document on disk, memory-mapped), single-query latency and QPS at k=100 (queries
+one by one, as the Retriever serves them), and recall@10 against Flat.
 
 Scatter-gather: the Flat index split into S ∈ {1, 2, 4} shards by ``shard_of``; each query goes to
 every shard through :func:`steadyrank.retrieval.shards.scatter_gather` (one thread per shard call,
@@ -61,8 +61,9 @@ def per_query(index: DenseIndex, queries: np.ndarray) -> tuple[float, np.ndarray
     return (time.perf_counter() - started) / len(queries), out
 
 
-def bench_factory(factory: str, vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray | None) -> dict[str, Any]:
-    settings = DenseSettings(factory=factory)
+def bench_factory(factory: str, vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray | None,
+                  ef_construction: int) -> dict[str, Any]:
+    settings = DenseSettings(factory=factory, ef_construction=ef_construction)
     started = time.perf_counter()
     index = DenseIndex.build(vectors, settings)
     build_s = time.perf_counter() - started
@@ -118,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--factories", nargs="+", default=None,
                         help="factory strings (default Flat, HNSW32,Flat, IVF<nlist>,SQ8, IVF<nlist>,PQ32)")
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4], help="shard counts (default 1 2 4)")
+    parser.add_argument("--ef-construction", type=int, default=DenseSettings.ef_construction,
+                        help="HNSW build breadth (default %(default)s, the index default; FAISS's own is 40)")
     parser.add_argument("--threads", type=int, default=None, help="FAISS OpenMP threads (default: FAISS's)")
     parser.add_argument("--out", help="also write the JSON here")
     parser.add_argument("--json", action="store_true", help="JSON on stdout, table on stderr")
@@ -131,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     results, truth = [], None
     for factory in factories:
         print(f"building {factory} over {args.n} vectors…", file=sys.stderr, flush=True)
-        result = bench_factory(factory, vectors, queries, truth)
+        result = bench_factory(factory, vectors, queries, truth, args.ef_construction)
         if factory == "Flat":
             truth = result["found"]
         results.append({k: v for k, v in result.items() if k != "found"})
@@ -144,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in scatter:
         row["vs_unsharded_flat"] = row["latency_ms"] / flat_ms
     payload = {
-        "n": args.n, "dim": DIM, "k": K, "queries": args.queries, "nlist": nlist,
+        "n": args.n, "dim": DIM, "k": K, "queries": args.queries, "nlist": nlist, "ef_construction": args.ef_construction,
         "faiss_threads": faiss.omp_get_max_threads(), "load_average_start": load_start, "load_average": os.getloadavg(),
         "factories": results, "scatter_gather": scatter,
     }

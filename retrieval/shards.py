@@ -65,6 +65,7 @@ from steadyrank.retrieval.store import (
     ShardFacts,
     _check_new_documents,
     build_index,
+    embed_documents,
     final_candidates,
 )
 from steadyrank.retrieval.wal import read_log
@@ -302,8 +303,10 @@ def build_sharded_index(
     write the corpus-wide BM25 statistics and ``SHARDS.json`` (last); returns ``SHARDS.json``
     (``skipped_empty``: empty corpus documents the caller left out, recorded there).
 
-    Every document is embedded once (by its shard's build). Each shard is built atomically; the
-    sharded index becomes visible when ``SHARDS.json`` is written.
+    Every document is embedded once, in one pass over the corpus in corpus order (the batches of an
+    unsharded build, so the vectors equal its own bit for bit), then handed to its shard's build.
+    Each shard is built atomically; the sharded index becomes visible when ``SHARDS.json`` is
+    written.
     """
     if shards < 1:
         raise ValueError(f"shards must be ≥ 1, got {shards}")
@@ -325,12 +328,12 @@ def build_sharded_index(
     try:
         started = time.perf_counter()
         stats = None if bm25 is None else Bm25Stats.of_texts([d.full_text for d in documents], bm25)
+        vectors = embed_documents(embedder, documents, batch_size=batch_size, on_progress=on_progress)
         dirs = [shard_dir(i) for i in range(shards)]
         for i, group in enumerate(groups):
             build_index(
                 root / dirs[i], [documents[s] for s in group], embedder, dense=dense, bm25=bm25,
-                batch_size=batch_size, on_progress=on_progress, overwrite=overwrite,
-                shard=ShardFacts(i, shards, group, stats),
+                overwrite=overwrite, shard=ShardFacts(i, shards, group, stats), vectors=vectors[group],
             )
         if stats is not None:
             _write_stats(root, stats, {name: _shard_state(root / name) for name in dirs})
@@ -448,7 +451,8 @@ class ShardedIndex:
     def add(
         self, documents: Sequence[Document], *, batch_size: int = 256, on_progress: ProgressCallback | None = None
     ) -> int:
-        """Add ``documents`` to their owning shards (each durable when this returns)."""
+        """Add ``documents`` to their owning shards (each durable when this returns); embedded in one
+        pass, as an unsharded index embeds them (see :func:`build_sharded_index`)."""
         documents = list(documents)
         if self._lock is None:
             raise ValueError(f"index {self.root} is open read-only; open it with writable=True to change it")
@@ -457,9 +461,12 @@ class ShardedIndex:
         groups: dict[int, list[int]] = {}
         for position, doc in enumerate(documents):
             groups.setdefault(shard_of(doc.id, len(self.shards)), []).append(position)
+        if self.embedder is None:
+            raise ValueError("adding documents needs the index's embedder")
+        vectors = embed_documents(self.embedder, documents, batch_size=batch_size, on_progress=on_progress)
         for i, positions in sorted(groups.items()):
-            self.shards[i].add([documents[p] for p in positions], batch_size=batch_size, on_progress=on_progress,
-                               seqs=[first + p for p in positions])
+            self.shards[i].add([documents[p] for p in positions], seqs=[first + p for p in positions],
+                               vectors=vectors[positions])
         self._sync_stats(changed=groups)
         return len(documents)
 

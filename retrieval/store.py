@@ -289,9 +289,15 @@ def build_index(
     overwrite: bool = False,
     skipped_empty: int = 0,
     shard: ShardFacts | None = None,
+    vectors: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Embed ``documents``, build the FAISS (and BM25) index and write it as the live generation of
     ``path``; returns the manifest. A previous index at ``path`` stays live until the very end.
+
+    ``vectors``: the documents' vectors (row i for ``documents[i]``) when the caller embedded them
+    already; a sharded build embeds the whole corpus in one pass so that every vector equals the
+    unsharded build's bit for bit (a vector depends, by float rounding, on the batch it was
+    embedded in).
 
     ``skipped_empty`` is the number of empty corpus documents the caller left out; the manifest
     records it (``skipped_empty``) and compaction carries it over.
@@ -308,7 +314,10 @@ def build_index(
     try:
         _check_target(root, overwrite)  # re-check under the lock
         started = time.perf_counter()
-        vectors = embed_documents(embedder, documents, batch_size=batch_size, on_progress=on_progress)
+        if vectors is None:
+            vectors = embed_documents(embedder, documents, batch_size=batch_size, on_progress=on_progress)
+        else:
+            vectors = check_vectors(vectors, len(documents), embedder.dim)
         dense_index = DenseIndex.build(vectors, dense)
         slots = np.arange(len(documents))
         stats = None if shard is None else shard.bm25_stats
@@ -485,11 +494,13 @@ class IndexStore:
         batch_size: int = 256,
         on_progress: ProgressCallback | None = None,
         seqs: Sequence[int] | None = None,
+        vectors: np.ndarray | None = None,
     ) -> int:
         """Embed and add ``documents``; durable (fsynced to the write-ahead log) when this returns.
 
         Refuses ids already present (delete them first) and empty texts. Returns the count added.
         ``seqs``: the documents' corpus-wide insertion numbers, required by (and only by) a shard.
+        ``vectors``: their vectors when the caller embedded them already (see :func:`build_index`).
         """
         if self.embedder is None:
             raise ValueError("adding documents needs the index's embedder")
@@ -500,7 +511,10 @@ class IndexStore:
         _check_new_documents(documents, self._live)
         if (seqs is None) != (self.shard is None) or (seqs is not None and len(seqs) != len(documents)):
             raise ValueError("a shard's additions need one seq per document, an unsharded index's none")
-        vectors = embed_documents(self.embedder, documents, batch_size=batch_size, on_progress=on_progress)
+        if vectors is None:
+            vectors = embed_documents(self.embedder, documents, batch_size=batch_size, on_progress=on_progress)
+        else:
+            vectors = check_vectors(vectors, len(documents), self.embedder.dim)
         with self._mutex:
             _check_new_documents(documents, self._live)  # again: another thread may have added them
             records = [_doc_record(d, None if seqs is None else int(seqs[i])) for i, d in enumerate(documents)]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,25 @@ def client(serve_app: ServeApp) -> Iterator[httpx.Client]:
 def anon_client(serve_app: ServeApp) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=serve_app.url, timeout=120) as c:
         yield c
+
+
+@contextmanager
+def app_beside(serve_app: ServeApp, settings: Any, name: str, timeout_s: float = 60) -> Iterator[httpx.Client]:
+    """Deploy a second application from ``settings`` (a mapping or a settings file path) under
+    ``/<name>`` on the session's Ray Serve; yield a client of it once /readyz answers 200 (at most
+    300 s); delete it on the way out."""
+    from ray import serve as ray_serve
+
+    from steadyrank.serve.app import build_app
+
+    ray_serve.run(build_app({"settings": settings}), name=name, route_prefix=f"/{name}")
+    try:
+        with httpx.Client(base_url=f"{serve_app.url}/{name}", timeout=timeout_s) as client:
+            ready = wait_until(lambda: client.get("/readyz").status_code == 200, 300, step_s=1.0)
+            assert ready, f"the application {name!r} did not become ready"
+            yield client
+    finally:
+        ray_serve.delete(name)
 
 
 def wait_until(predicate: Callable[[], Any], timeout_s: float, step_s: float = 0.5) -> Any:

@@ -25,11 +25,10 @@ import httpx
 import pytest
 import yaml
 
-from tests.serve.conftest import parse_metrics, wait_until
+from tests.serve.conftest import app_beside, parse_metrics, wait_until
 
 DEMO = Path(__file__).resolve().parents[2] / "serve" / "data" / "demo"
 APP = "built-golden"
-PREFIX = f"/{APP}"
 BUILT_QUERIES = 4
 
 
@@ -78,20 +77,10 @@ def settings_file(built, tiny_cross_encoder_dir) -> Path:
 @pytest.fixture(scope="module")
 def built_app(serve_app, settings_file) -> Iterator[httpx.Client]:
     """The application deployed from ``settings_file`` under ``/built-golden``; deleted afterwards."""
-    from ray import serve as ray_serve
-
-    from steadyrank.serve.app import build_app
-
     check = _cli("serve", "--config", str(settings_file), "--check")
     assert "settings valid" in check.stdout
-    ray_serve.run(build_app({"settings": str(settings_file)}), name=APP, route_prefix=PREFIX)
-    try:
-        with httpx.Client(base_url=f"{serve_app.url}{PREFIX}", timeout=120) as client:
-            ready = wait_until(lambda: client.get("/readyz").status_code == 200, 300, step_s=1.0)
-            assert ready, "the application serving the built golden set did not become ready"
-            yield client
-    finally:
-        ray_serve.delete(APP)
+    with app_beside(serve_app, str(settings_file), APP, timeout_s=120) as client:
+        yield client
 
 
 def _evaluator(method: str):
