@@ -7,7 +7,9 @@ The import path of Ray Serve configs is ``steadyrank.serve.app:build_app`` (``de
   project root), a mapping of settings, a :class:`~serve.app.settings.Settings`, or absent for the
   embedded default (``$STEADYRANK_SETTINGS`` when set).
 
-Graph (every box a deployment; options per deployment from ``settings.deployments``)::
+``deployments.layout: colocated`` (the default) binds one deployment, ``Ingress``, whose replica
+holds every component below as an object (:mod:`serve.app.colocated`). ``split`` binds the
+graph (every box a deployment; options per deployment from ``settings.deployments``)::
 
     Ingress ─▶ Searcher ─▶ Embedder, Retriever, Reranker [, CanaryReranker]
                              └─▶ RetrieverShard0 … N−1 (index.shards > 1: the Retriever scatter-gathers)
@@ -59,6 +61,9 @@ def build_app(args: dict[str, Any] | None = None) -> Any:
     d = settings.deployments
     # replicas finish their ongoing requests for up to the shutdown grace before they stop
     grace = {"graceful_shutdown_timeout_s": settings.server.shutdown_grace_s}
+    if d.layout == "colocated":  # one replica builds every component itself (serve.app.colocated)
+        options = d.colocated_options(canary=settings.canary is not None, evaluator=settings.quality.enabled)
+        return Ingress.options(**options, **grace).bind(settings)
 
     hub = MetricsHub.options(**d.metrics_hub.ray_options(), **grace).bind()
     embedder = Embedder.options(**d.embedder.ray_options(), **grace).bind(settings, hub)

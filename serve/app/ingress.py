@@ -142,15 +142,24 @@ def message_of(exc: BaseException) -> str:
 class Ingress:
     """HTTP front: validation, limits, auth, deadlines, metrics; the work happens in the handles."""
 
-    def __init__(self, settings: Settings | dict, searcher: Any, embedder: Any, reranker: Any, retriever: Any,
-                 hub: Any, evaluator: Any = None) -> None:
+    def __init__(self, settings: Settings | dict, searcher: Any = None, embedder: Any = None, reranker: Any = None,
+                 retriever: Any = None, hub: Any = None, evaluator: Any = None) -> None:
+        """``deployments.layout: split``: the other deployments' handles. ``colocated``: no handles;
+        this replica builds every component itself (:func:`serve.app.colocated.colocate`)."""
         settings = load_settings(settings)
         self.settings = settings
         self.limits = settings.limits
+        sink = hub
+        if settings.deployments.layout == "colocated":
+            from steadyrank.serve.app.colocated import colocate
+
+            parts = colocate(settings)
+            searcher, embedder, reranker, retriever = parts.searcher, parts.embedder, parts.reranker, parts.retriever
+            hub, evaluator, sink = parts.hub, parts.evaluator, parts.store
         self.searcher, self.embedder, self.reranker, self.retriever = searcher, embedder, reranker, retriever
         self.hub, self.evaluator = hub, evaluator
         self.keys = [k.encode("utf-8") for k in settings.auth.resolved_keys()]
-        self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
+        self.recorder = Recorder(sink, flush_interval_s=settings.telemetry.flush_interval_s)
         self.facts: dict[str, dict[str, Any]] = {}
         self._background: set[asyncio.Task] = set()
         self.in_flight = 0

@@ -132,9 +132,25 @@ _DEPLOYMENT_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-class DeploymentsSettings(_Section):
-    """Options per deployment. A partial section keeps that deployment's other defaults."""
+Layout = Literal["colocated", "split"]
 
+#: the components a colocated replica holds besides the ingress (the single-replica deployments of a split layout)
+COLOCATED = ("searcher", "embedder", "reranker", "canary_reranker", "retriever", "metrics_hub", "evaluator")
+
+
+class DeploymentsSettings(_Section):
+    """Options per deployment. A partial section keeps that deployment's other defaults.
+
+    ``layout``: ``colocated`` (default) runs every component in one Ray Serve replica (the
+    ingress holds the Searcher, Retriever, Embedder, Reranker(s), MetricsHub and ShadowEvaluator
+    as objects, :mod:`serve.app.colocated`): one process and no handle hop besides Serve's proxy.
+    ``split`` makes each its own deployment, to scale or place each apart (several nodes, shards,
+    autoscaling a model). In ``colocated`` the one replica reserves the sum of the components'
+    ``num_cpus`` and ``num_gpus``.
+    """
+
+    layout: Layout = Field("colocated", description="colocated (one replica runs everything) or split "
+                                                    "(one deployment per component)")
     ingress: DeploymentSettings
     searcher: DeploymentSettings
     embedder: BatchedDeploymentSettings
@@ -163,6 +179,30 @@ class DeploymentsSettings(_Section):
         if value.num_replicas != 1 or value.autoscaling is not None:
             raise ValueError("the metrics hub runs exactly one replica (num_replicas 1, no autoscaling)")
         return value
+
+    @model_validator(mode="after")
+    def _colocated_runs_once(self) -> DeploymentsSettings:
+        if self.layout == "colocated":
+            for name in ("ingress", *COLOCATED):
+                d: DeploymentSettings = getattr(self, name)
+                if d.num_replicas != 1 or d.autoscaling is not None:
+                    raise ValueError(f"{name}: more than one replica (num_replicas, autoscaling) needs layout: split; "
+                                     "layout colocated runs exactly one replica holding every component")
+        return self
+
+    def colocated_options(self, canary: bool, evaluator: bool) -> dict[str, Any]:
+        """``Deployment.options`` of the one replica of the colocated layout: the ingress' options,
+        reserving the CPUs and GPUs of every component it holds."""
+        options = self.ingress.ray_options()
+        parts = [self.ingress, self.searcher, self.embedder, self.reranker, self.retriever, self.metrics_hub]
+        parts += [self.canary_reranker] if canary else []
+        parts += [self.evaluator] if evaluator else []
+        options["ray_actor_options"]["num_cpus"] = round(sum(d.num_cpus for d in parts), 6)
+        options["ray_actor_options"]["num_gpus"] = round(sum(d.num_gpus for d in parts), 6)
+        memory = [d.memory_mb for d in parts if d.memory_mb is not None]
+        if memory:
+            options["ray_actor_options"]["memory"] = sum(memory) * 1024 * 1024
+        return options
 
     def total_cpus(self, canary: bool, evaluator: bool) -> float:
         """Logical CPUs the application reserves at its minimum replica counts."""
@@ -383,6 +423,9 @@ class Settings(_Section):
     def _consistent(self) -> Settings:
         policy = self.routing.policy()
         ingress = self.deployments.ingress.max_ongoing_requests
+        if self.deployments.layout == "colocated" and self.index.shards > 1:
+            raise ValueError(f"index.shards ({self.index.shards}) needs deployments.layout: split "
+                             "(each shard is a Retriever deployment of its own)")
         if self.limits.max_in_flight >= ingress:
             raise ValueError(
                 f"limits.max_in_flight ({self.limits.max_in_flight}) must be < deployments.ingress.max_ongoing_requests "

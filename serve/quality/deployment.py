@@ -19,6 +19,7 @@ from ray.serve.handle import DeploymentHandle
 from steadyrank.serve.quality.golden import load_golden
 from steadyrank.serve.quality.service import QualityService
 from steadyrank.serve.quality.settings import QualitySettings
+from steadyrank.serve.telemetry import MetricsStore, Recorder
 
 
 @serve.deployment(
@@ -30,10 +31,10 @@ from steadyrank.serve.quality.settings import QualitySettings
 class ShadowEvaluator:
     """Golden replays, live mirroring and canary reports (see ``serve.quality.service``)."""
 
-    async def __init__(self, settings: QualitySettings | dict, searcher: DeploymentHandle,
-                       hub: DeploymentHandle, variants: Sequence[str] = ("primary",)) -> None:
-        from steadyrank.serve.telemetry import Recorder
-
+    def __init__(self, settings: QualitySettings | dict, searcher: DeploymentHandle,
+                 hub: DeploymentHandle | MetricsStore, variants: Sequence[str] = ("primary",)) -> None:
+        """Runs on the replica's event loop (Ray Serve calls a constructor there; so does the
+        colocated Ingress, :mod:`serve.app.colocated`), where the replay loop starts."""
         settings = QualitySettings.model_validate(settings)
         golden = load_golden(settings.golden, split=settings.golden_split, grade_map=settings.grade_map)
 

@@ -65,11 +65,18 @@ class Failed:
     error: BaseException
 
 
+_COMPUTE: ThreadPoolExecutor | None = None
+
+
 def model_executor() -> ThreadPoolExecutor:
-    """One thread for a replica's model (or FAISS) calls: forward passes run one at a time (batching
-    provides the concurrency), and OpenMP keeps a single thread team instead of one per pool thread
-    (several spinning teams would fight for the cores)."""
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="steadyrank-compute")
+    """The process's one thread for model (and FAISS) calls, shared by every component in it: forward
+    passes run one at a time (batching provides the concurrency), and OpenMP keeps a single thread
+    team instead of one per pool thread (several spinning teams would fight for the cores; in the
+    colocated layout both models and the index live in one process)."""
+    global _COMPUTE
+    if _COMPUTE is None:
+        _COMPUTE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="steadyrank-compute")
+    return _COMPUTE
 
 
 async def run_in(executor: ThreadPoolExecutor, fn: Any, *args: Any) -> Any:
