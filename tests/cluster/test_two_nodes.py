@@ -42,6 +42,7 @@ def settings_for(cache: Path) -> dict[str, Any]:
         "telemetry": {"flush_interval_s": 0.2},
         "limits": {"request_timeout_s": 60},
         "deployments": {
+            "layout": "split",
             "ingress": small, "searcher": small, "metrics_hub": small,
             "embedder": {"num_cpus": 0.1, "num_replicas": 1},
             "retriever": {"num_cpus": 0.05, "num_replicas": 2},

@@ -58,7 +58,7 @@ def tiny_cross_encoder_dir(tmp_path_factory) -> Path:
 
 def app_settings(cache_dir: Path, cross_encoder: Path) -> dict[str, Any]:
     """The test application's settings (a steadyrank settings mapping)."""
-    deployments: dict[str, Any] = {name: {"num_cpus": 0.1} for name in DEPLOYMENTS}
+    deployments: dict[str, Any] = {"layout": "split"} | {name: {"num_cpus": 0.1} for name in DEPLOYMENTS}
     deployments["reranker"] = {"num_cpus": 0.2, "max_ongoing_requests": 2, "max_batch_size": 2,
                                "max_queued_requests": 2, "batch_wait_timeout_s": 0.002}
     deployments["canary_reranker"] = {"num_cpus": 0.1, "max_ongoing_requests": 8, "max_batch_size": 4}

@@ -58,7 +58,7 @@ def built(tmp_path_factory) -> dict[str, Path]:
 def settings_file(built, tiny_cross_encoder_dir) -> Path:
     """A settings file as a user writes it for the built set, plus small CPU reservations so the
     application fits beside the session's one on the test Ray instance."""
-    deployments = {name: {"num_cpus": 0.01} for name in
+    deployments = {"layout": "split"} | {name: {"num_cpus": 0.01} for name in
                    ("ingress", "searcher", "embedder", "reranker", "canary_reranker", "retriever", "metrics_hub",
                     "evaluator")}
     path = built["root"] / "settings.yaml"

@@ -82,9 +82,10 @@ def alive(procs: list[psutil.Process]) -> list[str]:
     return out
 
 
-@pytest.fixture
-def server() -> Iterator[Server]:
-    """``steadyrank serve`` in its own session on free ports with its own Ray temp folder.
+@pytest.fixture(params=["colocated"])
+def server(request: pytest.FixtureRequest) -> Iterator[Server]:
+    """``steadyrank serve`` in its own session on free ports with its own Ray temp folder, in the
+    ``deployments.layout`` given as the fixture's parameter (default colocated, as shipped).
 
     Its files live in a folder of its own under /tmp rather than pytest's ``tmp_path``: pytest
     sessions running beside this one prune old base temp folders, and Ray's unix socket paths
@@ -98,7 +99,8 @@ def server() -> Iterator[Server]:
         "quality": {"enabled": False},
         "server": {"shutdown_grace_s": 60},
         "limits": {"request_timeout_s": 120},
-        "deployments": {name: {"num_cpus": 0.1} for name in ("ingress", "searcher", "retriever", "metrics_hub")}
+        "deployments": {"layout": request.param}
+        | {name: {"num_cpus": 0.1} for name in ("ingress", "searcher", "retriever", "metrics_hub")}
         | {"embedder": {"num_cpus": 0.2, "max_ongoing_requests": 32, "max_batch_size": 8},
            "reranker": {"num_cpus": 0.2, "max_ongoing_requests": 32, "max_batch_size": 4, "max_queued_requests": -1}},
     }
@@ -164,8 +166,11 @@ async def _in_flight_then_signal(srv: Server, sig: signal.Signals, n: int) -> tu
         return await asyncio.gather(*tasks), signalled, late
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(("server", "sig"), [("colocated", signal.SIGTERM), ("split", signal.SIGINT)],
+                         ids=["SIGTERM-colocated", "SIGINT-split"], indirect=["server"])
 def test_signal_drains_in_flight_requests_and_leaves_no_process(server: Server, sig: signal.Signals) -> None:
+    """Both layouts drain: in flight at the signal → 200, sent after it → refused, exit 0, no
+    Traceback, no process of the tree left (one signal per layout keeps the suite's time)."""
     tree = server.tree()
     assert any("raylet" in " ".join(p.cmdline()) for p in tree), "the Ray processes were not found"
     results, signalled, late = asyncio.run(_in_flight_then_signal(server, sig, n=4))
@@ -241,8 +246,11 @@ async def _load_with_replica_kill(srv: Server, clients: int, before_s: float, af
             "killed_pid": killed_pid, "replacements": [p.pid for p in _replica_processes(srv, "Reranker")]}
 
 
+@pytest.mark.parametrize("server", ["split"], indirect=True)
 def test_killed_reranker_replica_is_replaced_with_under_one_percent_failures(server: Server) -> None:
-    """SIGKILL of the Reranker's replica process under steady load (2 closed-loop clients, at least
+    """In the split layout (a Reranker replica of its own; colocated, the one replica is the whole
+    server and its loss fails what it held), SIGKILL of the Reranker's replica process under
+    steady load (2 closed-loop clients, at least
     300 requests in all): Ray Serve starts a replacement, fewer than 1% of the requests fail (the
     ingress repeats a call whose replica died, within its deadline), and /readyz says "degraded"
     (not "ready") between the kill and the replacement's start, "ready" after."""

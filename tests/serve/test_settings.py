@@ -28,7 +28,8 @@ def test_embedded_default() -> None:
 
 
 def test_partial_deployment_sections_keep_their_defaults() -> None:
-    settings = load_settings({"deployments": {"reranker": {"num_cpus": 2, "autoscaling": {"max_replicas": 8}}}})
+    settings = load_settings({"deployments": {"layout": "split",
+                                              "reranker": {"num_cpus": 2, "autoscaling": {"max_replicas": 8}}}})
     reranker = settings.deployments.reranker
     assert reranker.num_cpus == 2 and reranker.max_batch_size == 4 and reranker.max_queued_requests == 64
     options = reranker.ray_options()
@@ -44,6 +45,10 @@ def test_partial_deployment_sections_keep_their_defaults() -> None:
         ({"deployments": {"reranker": {"max_batch_size": 64}}}, "deployments.reranker"),
         ({"deployments": {"metrics_hub": {"num_replicas": 2}}}, "deployments.metrics_hub"),
         ({"deployments": {"rerankr": {}}}, "deployments.rerankr"),
+        ({"deployments": {"layout": "mesh"}}, "deployments.layout"),
+        ({"deployments": {"reranker": {"num_replicas": 2}}}, "reranker: more than one replica"),
+        ({"deployments": {"ingress": {"autoscaling": {"max_replicas": 2}}}}, "ingress: more than one replica"),
+        ({"index": {"shards": 2}}, "needs deployments.layout: split"),
         ({"limits": {"max_documents": 0}}, "limits.max_documents"),
         ({"reranker": {"precision": "int4"}}, "reranker.precision"),
         ({"routing": {"k_low": 200}}, "routing"),
@@ -132,3 +137,17 @@ def test_serve_command_help_and_bad_config(tmp_path: Path) -> None:
     result = subprocess.run([*exe, "serve", "--config", str(bad)], capture_output=True, text=True)
     assert result.returncode == 2
     assert "limits.max_documents" in result.stderr
+
+
+def test_colocated_replica_reserves_what_its_components_reserve() -> None:
+    """The colocated layout's one replica asks Ray for the sum of its components' CPUs and GPUs (so
+    the total reserved is the same in both layouts), with the ingress' request limits."""
+    settings = load_settings({"canary": {"precision": "bf16"},
+                              "deployments": {"reranker": {"num_gpus": 0.5}, "canary_reranker": {"num_gpus": 0.25}}})
+    assert settings.deployments.layout == "colocated"
+    d = settings.deployments
+    for canary, evaluator in [(True, True), (False, True), (False, False)]:
+        options = d.colocated_options(canary=canary, evaluator=evaluator)
+        assert options["ray_actor_options"]["num_cpus"] == pytest.approx(d.total_cpus(canary=canary, evaluator=evaluator))
+        assert options["ray_actor_options"]["num_gpus"] == pytest.approx(0.75 if canary else 0.5)
+        assert options["num_replicas"] == 1 and options["max_ongoing_requests"] == d.ingress.max_ongoing_requests

@@ -38,8 +38,8 @@ QUERY = {"query": "how do I list open ports", "top_n": 10}
 
 
 def sharded_settings(cache_dir: str, partial_results: bool) -> dict:
-    deployments = {name: {"num_cpus": 0.01} for name in
-                   ("ingress", "searcher", "embedder", "reranker", "retriever", "metrics_hub")}
+    deployments = {"layout": "split"} | {name: {"num_cpus": 0.01} for name in
+                                         ("ingress", "searcher", "embedder", "reranker", "retriever", "metrics_hub")}
     return {
         "cache_dir": cache_dir,
         "index": {"shards": 2, "shard_timeout_s": SHARD_TIMEOUT_S, "partial_results": partial_results},
