@@ -85,8 +85,9 @@ def colocate(settings: Settings) -> Colocated:
     if settings.canary is not None:
         canary = Reranker.func_or_class(settings, settings.canary, "canary", store)
         canary.reconfigure(d.canary_reranker.ray_options()["user_config"])
-    retriever = LocalHandle(Retriever.func_or_class(settings))
-    searcher = LocalHandle(Searcher.func_or_class(settings, LocalHandle(embedder), retriever, LocalHandle(reranker),
+    embedder_h, reranker_h = LocalHandle(embedder), LocalHandle(reranker)
+    retriever_h = LocalHandle(Retriever.func_or_class(settings))
+    searcher = LocalHandle(Searcher.func_or_class(settings, embedder_h, retriever_h, reranker_h,
                                                   LocalHandle(canary) if canary is not None else None, store))
     evaluator = None
     if settings.quality.enabled:
@@ -94,5 +95,5 @@ def colocate(settings: Settings) -> Colocated:
 
         variants = ("primary", "canary") if canary is not None else ("primary",)
         evaluator = LocalHandle(ShadowEvaluator.func_or_class(settings.quality, searcher, store, variants))
-    return Colocated(searcher=searcher, embedder=LocalHandle(embedder), reranker=LocalHandle(reranker),
-                     retriever=retriever, hub=LocalHandle(hub), evaluator=evaluator, store=store)
+    return Colocated(searcher=searcher, embedder=embedder_h, reranker=reranker_h, retriever=retriever_h,
+                     hub=LocalHandle(hub), evaluator=evaluator, store=store)

@@ -134,9 +134,6 @@ _DEPLOYMENT_DEFAULTS: dict[str, dict[str, Any]] = {
 
 Layout = Literal["colocated", "split"]
 
-#: the components a colocated replica holds besides the ingress (the single-replica deployments of a split layout)
-COLOCATED = ("searcher", "embedder", "reranker", "canary_reranker", "retriever", "metrics_hub", "evaluator")
-
 
 class DeploymentsSettings(_Section):
     """Options per deployment. A partial section keeps that deployment's other defaults.
@@ -183,7 +180,7 @@ class DeploymentsSettings(_Section):
     @model_validator(mode="after")
     def _colocated_runs_once(self) -> DeploymentsSettings:
         if self.layout == "colocated":
-            for name in ("ingress", *COLOCATED):
+            for name in _DEPLOYMENT_DEFAULTS:
                 d: DeploymentSettings = getattr(self, name)
                 if d.num_replicas != 1 or d.autoscaling is not None:
                     raise ValueError(f"{name}: more than one replica (num_replicas, autoscaling) needs layout: split; "
@@ -194,9 +191,7 @@ class DeploymentsSettings(_Section):
         """``Deployment.options`` of the one replica of the colocated layout: the ingress' options,
         reserving the CPUs and GPUs of every component it holds."""
         options = self.ingress.ray_options()
-        parts = [self.ingress, self.searcher, self.embedder, self.reranker, self.retriever, self.metrics_hub]
-        parts += [self.canary_reranker] if canary else []
-        parts += [self.evaluator] if evaluator else []
+        parts = self.running(canary, evaluator)
         options["ray_actor_options"]["num_cpus"] = round(sum(d.num_cpus for d in parts), 6)
         options["ray_actor_options"]["num_gpus"] = round(sum(d.num_gpus for d in parts), 6)
         memory = [d.memory_mb for d in parts if d.memory_mb is not None]
@@ -204,13 +199,16 @@ class DeploymentsSettings(_Section):
             options["ray_actor_options"]["memory"] = sum(memory) * 1024 * 1024
         return options
 
+    def running(self, canary: bool, evaluator: bool) -> list[DeploymentSettings]:
+        """The sections of the components that run: all but the canary reranker without a canary
+        and the evaluator with the shadow evaluator off."""
+        off = {"canary_reranker": not canary, "evaluator": not evaluator}
+        return [getattr(self, name) for name in _DEPLOYMENT_DEFAULTS if not off.get(name, False)]
+
     def total_cpus(self, canary: bool, evaluator: bool) -> float:
         """Logical CPUs the application reserves at its minimum replica counts."""
         total = 0.0
-        for name in _DEPLOYMENT_DEFAULTS:
-            if (name == "canary_reranker" and not canary) or (name == "evaluator" and not evaluator):
-                continue
-            d: DeploymentSettings = getattr(self, name)
+        for d in self.running(canary, evaluator):
             replicas = d.autoscaling.min_replicas if d.autoscaling else d.num_replicas
             total += d.num_cpus * max(replicas, 1)
         return total
