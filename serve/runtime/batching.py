@@ -1,9 +1,15 @@
 """Length-sorted, token-budget batching with minimal padding.
 
-Sequences are sorted by length (longest first) and packed greedily: a batch takes rows while
-``rows ≤ batch_size`` and ``rows × longest_row ≤ batch_tokens`` (the padded size of the batch, in
-tokens), and is padded only to its own longest row. Results are scattered back into input order,
-so callers never see the plan.
+Sequences are sorted by length (longest first) and packed greedily: a batch takes the next row
+while ``rows ≤ batch_size``, ``rows × longest_row ≤ batch_tokens`` (the padded size of the batch,
+in tokens) and ``length ≥ (1 − max_padding) × longest_row`` (no row is more than ``max_padding`` of
+its width padding, so the batch is not either), and is padded only to its own longest row.
+Results are scattered back into input order, so callers never see the plan.
+
+Why the padding bound: on CPU a padded token costs what a real one does. 20 TREC passages of
+75–203 tokens (mean 120) in one batch padded to 203 ran at 35 pairs/s with MiniLM on 2 cores; the
+same pairs with ``max_padding`` 0.1 (5.7 batches per request) at 47–49 pairs/s, with 0.0 (one
+batch per distinct length) at 36 (smaller batches lose more than padding costs).
 """
 
 from __future__ import annotations
@@ -27,16 +33,21 @@ class Batch:
     token_type_ids: torch.Tensor | None  # (b, L) int64, for pair encoders that use them
 
 
-def plan_batches(lengths: Sequence[int], batch_tokens: int, batch_size: int) -> list[np.ndarray]:
-    """Split indices into batches, longest sequences first, with rows ≤ batch_size and
-    rows × max length ≤ batch_tokens. A sequence longer than the budget gets a batch of its own.
+def plan_batches(lengths: Sequence[int], batch_tokens: int, batch_size: int,
+                 max_padding: float = 1.0) -> list[np.ndarray]:
+    """Split indices into batches, longest sequences first, with rows ≤ batch_size,
+    rows × max length ≤ batch_tokens and every row's length ≥ (1 − max_padding) × max length.
+    A sequence longer than the budget gets a batch of its own.
     """
-    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+    sizes = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(-sizes, kind="stable")
     batches: list[np.ndarray] = []
     start = 0
     while start < order.size:
-        longest = max(int(lengths[order[start]]), 1)
+        longest = max(int(sizes[order[start]]), 1)
         rows = max(1, min(batch_size, batch_tokens // longest))
+        window = sizes[order[start : start + rows]]
+        rows = max(1, int(np.count_nonzero(window >= (1.0 - max_padding) * longest)))  # sorted: a prefix
         batches.append(order[start : start + rows])
         start += rows
     return batches
@@ -60,6 +71,7 @@ def run_batched(
     forward: Callable[[Batch], torch.Tensor],
     batch_tokens: int,
     batch_size: int,
+    max_padding: float = 1.0,
     pad_id: int,
     padding_side: Literal["right", "left"],
     device: torch.device,
@@ -71,7 +83,7 @@ def run_batched(
     ``forward`` maps a :class:`Batch` to a tensor whose first dimension is the batch rows.
     """
     lengths = [len(ids) for ids in input_ids]
-    plan = plan_batches(lengths, batch_tokens, batch_size)
+    plan = plan_batches(lengths, batch_tokens, batch_size, max_padding)
     result: torch.Tensor | None = None
     with tqdm(total=len(lengths), desc=desc, unit="seq", disable=not show_progress) as bar:
         for rows in plan:

@@ -37,7 +37,9 @@ class ModelSettings(BaseModel):
     the forward pass; ``scoring="hps"`` upcasts logits / pooled embeddings to FP32 before the scoring
     function φ, ``"native"`` applies φ in the forward dtype (reproduces low-precision ties).
     A forward batch holds at most ``batch_size`` rows and at most ``batch_tokens`` tokens counted as
-    rows × padded length (padding included); the second bound keeps long inputs within memory.
+    rows × padded length (padding included); the second bound keeps long inputs within memory. No
+    row of a batch is more than ``max_padding`` of its padded length padding (rows are length-sorted,
+    so a batch ends where the next row would be shorter than that).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -55,6 +57,8 @@ class ModelSettings(BaseModel):
     )
     batch_size: int = Field(32, ge=1, description="rows per forward batch at most")
     batch_tokens: int = Field(8192, ge=64, description="token budget per forward batch, padding included")
+    max_padding: float = Field(0.1, ge=0.0, le=1.0,
+                               description="largest share of a row's padded length that may be padding (1 = no bound)")
     rescore_boundary_ties: bool = True
     prompt_template: str = QWEN3_RERANKER_TEMPLATE
     instruction: str = DEFAULT_INSTRUCTION

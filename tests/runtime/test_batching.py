@@ -10,19 +10,29 @@ from hypothesis import strategies as st
 from steadyrank.serve.runtime.batching import pad, plan_batches, run_batched
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(lengths=st.lists(st.integers(1, 600), min_size=1, max_size=300), budget=st.integers(64, 20000),
-       size=st.integers(1, 64))
-def test_plan_covers_every_input_within_budget(lengths: list[int], budget: int, size: int) -> None:
-    plan = plan_batches(lengths, budget, size)
+       size=st.integers(1, 64), max_padding=st.sampled_from([0.0, 0.1, 0.25, 1.0]))
+def test_plan_covers_every_input_within_budget(lengths: list[int], budget: int, size: int, max_padding: float) -> None:
+    plan = plan_batches(lengths, budget, size, max_padding)
     flat = np.concatenate(plan)
     assert sorted(flat.tolist()) == list(range(len(lengths)))
     assert [lengths[i] for i in flat] == sorted(lengths, reverse=True)
-    for rows in plan:
+    for k, rows in enumerate(plan):
         longest = max(lengths[i] for i in rows)
         assert rows.size <= size and (rows.size == 1 or rows.size * longest <= budget)
+        assert all(lengths[i] >= (1 - max_padding) * longest for i in rows)
         # greedy: a batch stops only at a bound (or at the end of the input)
-        assert rows is plan[-1] or rows.size == size or (rows.size + 1) * longest > budget
+        if k + 1 < len(plan):
+            following = lengths[plan[k + 1][0]]
+            assert rows.size == size or (rows.size + 1) * longest > budget or following < (1 - max_padding) * longest
+
+
+def test_padding_bound_splits_a_request_by_length() -> None:
+    lengths = [203, 190, 185, 160, 120, 119, 80, 75]
+    assert [b.tolist() for b in plan_batches(lengths, 8192, 32, 1.0)] == [list(range(8))]  # one batch, padded to 203
+    assert [[lengths[i] for i in b] for b in plan_batches(lengths, 8192, 32, 0.1)] == [
+        [203, 190, 185], [160], [120, 119], [80, 75]]
 
 
 def test_pad_sides() -> None:
