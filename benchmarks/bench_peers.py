@@ -334,6 +334,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32, help="Infinity --batch-size (default %(default)s)")
     parser.add_argument("--rows", default="all",
                         help="comma-separated row names to run: " + ", ".join(r[0] for r in ROWS) + " (default all)")
+    parser.add_argument("--clients", default="", help="comma-separated client counts to keep of the "
+                        "selected rows (default: every count of each row)")
     parser.add_argument("--peers", default="infinity,steadyrank", help="which servers, in order (default %(default)s)")
     parser.add_argument("--duration", type=float, default=20.0, help="measured seconds per row at least (default %(default)s)")
     parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds per row (default %(default)s)")
@@ -362,6 +364,12 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--rows: unknown row(s) {sorted(unknown)}")
     rows = [r for r in ROWS if r[0] in wanted]
+    if args.clients:
+        levels = {int(c) for c in args.clients.split(",")}
+        rows = [(n, k, i, tuple(c for c in cs if c in levels)) for n, k, i, cs in rows]
+        rows = [r for r in rows if r[3]]
+        if not rows:
+            raise SystemExit(f"--clients {args.clients}: no selected row runs at these client counts")
 
     from steadyrank.serve.runtime import bundled_embedder_path
 

@@ -40,6 +40,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from steadyrank.serve.app import protocol
 from steadyrank.serve.app.admission import WorkQueue
+from steadyrank.serve.app.cpu_priority import renice_local_proxies
 from steadyrank.serve.app.dialects import cohere, contract, infinity, tei
 from steadyrank.serve.app.dialects import embeddings as embedding_dialect
 from steadyrank.serve.app.dialects.documents import TokenCutter, document_text
@@ -150,6 +151,7 @@ class Ingress:
         self.settings = settings
         self.limits = settings.limits
         sink = hub
+        renice_local_proxies(settings.deployments.background_niceness)  # refusals yield to forward passes
         if settings.deployments.layout == "colocated":
             from steadyrank.serve.app.colocated import colocate
 

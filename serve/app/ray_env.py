@@ -16,6 +16,11 @@ deploy``: ``deploy/serve_config.yaml`` carries them). A value the user already e
 - ``RAY_SERVE_CONTROL_LOOP_INTERVAL_S=0.5``: the Serve controller's reconcile loop runs twice a
   second instead of ten times (idle CPU); replica health checks and autoscaling decisions work on
   periods of seconds, so nothing waits noticeably longer.
+- ``RAY_worker_niceness=0``: the raylet starts worker processes (replicas, the Serve proxy) at nice
+  0 instead of 15, so a replica's compute thread runs at the priority of any other process on the
+  machine and the replica can put its request handling *below* it
+  (:mod:`serve.app.cpu_priority`). Read by the raylet when it starts: for ``serve deploy`` set it
+  in the environment of ``ray start`` on each node.
 """
 
 from __future__ import annotations
@@ -27,16 +32,17 @@ RAY_ENV_DEFAULTS: dict[str, str] = {
     "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
     "RAY_SERVE_METRICS_EXPORT_INTERVAL_MS": "1000",
     "RAY_SERVE_CONTROL_LOOP_INTERVAL_S": "0.5",
+    "RAY_worker_niceness": "0",
 }
 
 
-#: read by the Serve controller alone (started by ``serve.start``), not by replicas
-CONTROLLER_ONLY = frozenset({"RAY_SERVE_CONTROL_LOOP_INTERVAL_S"})
+#: read by the Serve controller (started by ``serve.start``) or the raylet, not by replicas
+NOT_READ_BY_REPLICAS = frozenset({"RAY_SERVE_CONTROL_LOOP_INTERVAL_S", "RAY_worker_niceness"})
 
 
 def replica_env() -> dict[str, str]:
     """The entries replicas read: what an application's ``runtime_env.env_vars`` can carry."""
-    return {name: value for name, value in RAY_ENV_DEFAULTS.items() if name not in CONTROLLER_ONLY}
+    return {name: value for name, value in RAY_ENV_DEFAULTS.items() if name not in NOT_READ_BY_REPLICAS}
 
 
 def apply_ray_env(environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:

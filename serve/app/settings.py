@@ -148,6 +148,10 @@ class DeploymentsSettings(_Section):
 
     layout: Layout = Field("colocated", description="colocated (one replica runs everything) or split "
                                                     "(one deployment per component)")
+    background_niceness: int = Field(19, ge=0, le=19, description=(
+        "nice value of every thread of a model or index replica except its compute thread, and of "
+        "the Serve proxies on its machine: request handling and refusals yield the cores to forward "
+        "passes (0 = off)"))
     ingress: DeploymentSettings
     searcher: DeploymentSettings
     embedder: BatchedDeploymentSettings

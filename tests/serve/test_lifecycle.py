@@ -47,6 +47,7 @@ class Server:
     url: str
     ray_tmp: Path
     log: Path
+    layout: str
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -115,7 +116,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
              "--num-cpus", "2"],
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )
-    srv = Server(process, f"http://127.0.0.1:{port}", ray_tmp, log)
+    srv = Server(process, f"http://127.0.0.1:{port}", ray_tmp, log, request.param)
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while True:
@@ -173,6 +174,7 @@ def test_signal_drains_in_flight_requests_and_leaves_no_process(server: Server, 
     Traceback, no process of the tree left (one signal per layout keeps the suite's time)."""
     tree = server.tree()
     assert any("raylet" in " ".join(p.cmdline()) for p in tree), "the Ray processes were not found"
+    _assert_forward_passes_favoured(server, "Ingress" if server.layout == "colocated" else "Reranker")
     results, signalled, late = asyncio.run(_in_flight_then_signal(server, sig, n=4))
     code = server.process.wait(timeout=120)
     output = server.output()
@@ -186,6 +188,23 @@ def test_signal_drains_in_flight_requests_and_leaves_no_process(server: Server, 
     while (left := alive(tree) + alive(ray_processes(server.ray_tmp))) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not left, "processes of the server's tree outlived it:\n" + "\n".join(left)
+
+
+def _niceness_of_threads(pid: int) -> list[int]:
+    return [psutil.Process(t.id).nice() for t in psutil.Process(pid).threads()]
+
+
+def _assert_forward_passes_favoured(srv: Server, deployment: str) -> None:
+    """deployments.background_niceness (default 19): in the replica that computes, the compute
+    thread and the threads it started (OpenMP team) stay at nice 0 (Ray starts workers at 0 under
+    ``steadyrank serve``), every other thread is at 19; the Serve proxy's threads are all at 19."""
+    (replica,) = _replica_processes(srv, deployment)
+    values = _niceness_of_threads(replica.pid)
+    assert 1 <= values.count(0) <= 8 and values.count(19) == len(values) - values.count(0), values
+    proxies = [p for p in srv.tree() if " ".join(p.cmdline()).startswith("ray::ProxyActor")]
+    assert proxies, "no Serve proxy in the server's tree"
+    for proxy in proxies:
+        assert set(_niceness_of_threads(proxy.pid)) == {19}
 
 
 def _replica_processes(srv: Server, deployment: str) -> list[psutil.Process]:

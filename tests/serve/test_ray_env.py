@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from steadyrank.serve.app.ray_env import CONTROLLER_ONLY, RAY_ENV_DEFAULTS, apply_ray_env, replica_env
+from steadyrank.serve.app.ray_env import NOT_READ_BY_REPLICAS, RAY_ENV_DEFAULTS, apply_ray_env, replica_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,5 +27,5 @@ def test_serve_config_carries_every_replica_variable() -> None:
     config = yaml.safe_load((ROOT / "deploy" / "serve_config.yaml").read_text())
     (app,) = config["applications"]
     assert app["runtime_env"]["env_vars"] == replica_env()
-    assert not CONTROLLER_ONLY & set(app["runtime_env"]["env_vars"])
+    assert not NOT_READ_BY_REPLICAS & set(app["runtime_env"]["env_vars"])
     assert app["logging_config"]["enable_access_log"] is False

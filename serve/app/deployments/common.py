@@ -4,6 +4,7 @@ batch, torch thread settings and batch options applied through Ray Serve's ``use
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -68,15 +69,35 @@ class Failed:
 _COMPUTE: ThreadPoolExecutor | None = None
 
 
-def model_executor() -> ThreadPoolExecutor:
+def model_executor(background_niceness: int = 0) -> ThreadPoolExecutor:
     """The process's one thread for model (and FAISS) calls, shared by every component in it: forward
     passes run one at a time (batching provides the concurrency), and OpenMP keeps a single thread
     team instead of one per pool thread (several spinning teams would fight for the cores; in the
-    colocated layout both models and the index live in one process)."""
+    colocated layout both models and the index live in one process).
+
+    The first call inside a Ray Serve replica, with ``background_niceness`` > 0
+    (``deployments.background_niceness``), starts the thread and raises every *other* thread of
+    the process to that nice value (:func:`serve.app.cpu_priority.favour_compute`)."""
     global _COMPUTE
     if _COMPUTE is None:
         _COMPUTE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="steadyrank-compute")
+        if background_niceness > 0 and in_replica():
+            from steadyrank.serve.app.cpu_priority import favour_compute
+
+            favour_compute(_COMPUTE.submit(threading.get_native_id).result(), background_niceness)
     return _COMPUTE
+
+
+def in_replica() -> bool:
+    """Whether this code runs inside a Ray Serve replica (not a test process or a CLI)."""
+    from ray import serve
+    from ray.serve.exceptions import RayServeException
+
+    try:
+        serve.get_replica_context()
+    except RayServeException:
+        return False
+    return True
 
 
 async def run_in(executor: ThreadPoolExecutor, fn: Any, *args: Any) -> Any:

@@ -31,7 +31,7 @@ class Embedder:
         settings = load_settings(settings)
         set_torch_threads(settings.deployments.embedder.torch_threads)
         self.model = load_embedder(settings.embedder)
-        self.executor = model_executor()
+        self.executor = model_executor(settings.deployments.background_niceness)
         self._batch = RequestBatcher(self._run_batch)  # limits from user_config (reconfigure)
         self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
 

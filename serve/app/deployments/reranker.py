@@ -50,7 +50,7 @@ class Reranker:
         options = settings.deployments.reranker if role == "primary" else settings.deployments.canary_reranker
         set_torch_threads(options.torch_threads)
         self.scorer = load_scorer(ModelSettings.model_validate(model))
-        self.executor = model_executor()
+        self.executor = model_executor(settings.deployments.background_niceness)
         self._batch = RequestBatcher(self._run_batch)  # limits from user_config (reconfigure)
         self.role = role
         self.label = "reranker" if role == "primary" else "canary_reranker"

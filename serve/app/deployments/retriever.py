@@ -38,7 +38,7 @@ class Retriever:
         self.path = ensure_index(settings)
         model_id, dim = embedder_identity(settings.embedder)
         self.store = IndexStore.open(self.path, EmbedderIdentity(model_id, dim))
-        self.executor = model_executor()
+        self.executor = model_executor(settings.deployments.background_niceness)
         self.search_settings = settings.search
 
     async def info(self) -> dict[str, Any]:

@@ -57,7 +57,7 @@ class RetrieverShard:
         self.path = ensure_index(settings)
         model_id, dim = embedder_identity(settings.embedder)
         self.store = open_shard(self.path, index, EmbedderIdentity(model_id, dim))
-        self.executor = model_executor()
+        self.executor = model_executor(settings.deployments.background_niceness)
 
     async def info(self) -> dict[str, Any]:
         import ray
