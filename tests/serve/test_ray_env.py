@@ -29,3 +29,14 @@ def test_serve_config_carries_every_replica_variable() -> None:
     assert app["runtime_env"]["env_vars"] == replica_env()
     assert not NOT_READ_BY_REPLICAS & set(app["runtime_env"]["env_vars"])
     assert app["logging_config"]["enable_access_log"] is False
+
+
+def test_kuberay_nodes_start_workers_at_the_niceness_steadyrank_serve_uses() -> None:
+    """The raylet reads ``RAY_worker_niceness`` when it starts: every node's container carries it."""
+    service = yaml.safe_load((ROOT / "deploy" / "kuberay" / "rayservice.yaml").read_text())
+    cluster = service["spec"]["rayClusterConfig"]
+    groups = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+    for group in groups:
+        (container,) = group["template"]["spec"]["containers"]
+        env = {e["name"]: e["value"] for e in container.get("env", [])}
+        assert env.get("RAY_worker_niceness") == RAY_ENV_DEFAULTS["RAY_worker_niceness"], group.get("groupName", "head")
