@@ -55,13 +55,24 @@ def raise_niceness(tid: int, niceness: int) -> bool:
         return False
 
 
+def enabled(niceness: int) -> bool:
+    """Whether a ``niceness`` setting asks for anything (> 0) on a system with per-thread nice
+    values (Linux)."""
+    return niceness > 0 and sys.platform.startswith("linux")
+
+
+def raise_threads(tids: list[int], niceness: int) -> int:
+    """:func:`raise_niceness` on each of ``tids``; returns how many are now at ``niceness`` or above."""
+    return sum(raise_niceness(tid, niceness) for tid in tids)
+
+
 def favour_compute(compute_tid: int, niceness: int) -> int:
     """Raise every thread of this process but ``compute_tid`` to ``niceness`` and set the GIL switch
     interval to :data:`GIL_SWITCH_INTERVAL_S`; returns how many threads were changed or already
     there. ``niceness`` 0 does nothing (the feature is off)."""
-    if niceness <= 0 or not sys.platform.startswith("linux"):
+    if not enabled(niceness):
         return 0
-    done = sum(raise_niceness(tid, niceness) for tid in thread_ids() if tid != compute_tid)
+    done = raise_threads([tid for tid in thread_ids() if tid != compute_tid], niceness)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     logger.info("compute thread %d keeps its priority; %d other threads at nice %d", compute_tid, done, niceness)
     return done
@@ -89,8 +100,8 @@ def local_proxy_pids(uid: int | None = None) -> list[int]:
 def renice_local_proxies(niceness: int) -> int:
     """Raise every thread of this machine's Serve proxies to ``niceness``; returns the count of
     threads set. 0 does nothing."""
-    if niceness <= 0 or not sys.platform.startswith("linux"):
+    if not enabled(niceness):
         return 0
-    done = sum(raise_niceness(tid, niceness) for pid in local_proxy_pids() for tid in thread_ids(pid))
+    done = raise_threads([tid for pid in local_proxy_pids() for tid in thread_ids(pid)], niceness)
     logger.info("%d Serve proxy threads at nice %d", done, niceness)
     return done

@@ -1,8 +1,9 @@
 """serve.app.cpu_priority: the compute thread keeps its priority, every other thread yields.
 
-Each check runs in a child process of its own (raising a nice value cannot be undone without
-privilege, so the test session's own threads are never touched) and reads the nice values back
-from the kernel (``getpriority`` per thread id).
+The checks of :func:`favour_compute` run in a child process of their own (raising a nice value
+cannot be undone without privilege, so the test session's own threads are never touched); the
+proxy check renices only processes it starts (and any real Serve proxy of this user, as the
+server itself would). Nice values are read back from the kernel (``getpriority`` per thread id).
 """
 
 from __future__ import annotations
