@@ -7,7 +7,8 @@ the two cores that the model's OpenMP team (one thread per core, which waits at 
 its slowest member) and its GIL hand-offs stalled, and goodput fell from 45 to ~1.3 documents/s.
 
 Linux schedules threads, and gives each its own nice value. So :func:`favour_compute` leaves the
-replica's compute thread (and the threads it starts later: its OpenMP team, the tokenizer's pool)
+replica's compute threads (the compute thread, its forward lanes, and the threads they start
+later: their OpenMP teams, the tokenizer's pool)
 at the process' priority and raises the nice value of every other thread of the process to
 ``niceness``: the event loop, Ray's threads, the threads they start later (a new thread inherits
 its creator's nice value). :func:`renice_local_proxies` does the same to the Serve proxy
@@ -24,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -66,15 +68,16 @@ def raise_threads(tids: list[int], niceness: int) -> int:
     return sum(raise_niceness(tid, niceness) for tid in tids)
 
 
-def favour_compute(compute_tid: int, niceness: int) -> int:
-    """Raise every thread of this process but ``compute_tid`` to ``niceness`` and set the GIL switch
+def favour_compute(compute_tids: Collection[int], niceness: int) -> int:
+    """Raise every thread of this process but ``compute_tids`` to ``niceness`` and set the GIL switch
     interval to :data:`GIL_SWITCH_INTERVAL_S`; returns how many threads were changed or already
     there. ``niceness`` 0 does nothing (the feature is off)."""
     if not enabled(niceness):
         return 0
-    done = raise_threads([tid for tid in thread_ids() if tid != compute_tid], niceness)
+    done = raise_threads([tid for tid in thread_ids() if tid not in compute_tids], niceness)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-    logger.info("compute thread %d keeps its priority; %d other threads at nice %d", compute_tid, done, niceness)
+    logger.info("compute threads %s keep their priority; %d other threads at nice %d",
+                sorted(compute_tids), done, niceness)
     return done
 
 

@@ -100,6 +100,9 @@ class BatchedDeploymentSettings(DeploymentSettings):
 
     max_batch_size: int = Field(8, ge=1, description="requests per dynamic batch at most")
     batch_wait_timeout_s: float = Field(0.001, ge=0, description="longest wait for a batch to fill")
+    forward_lanes: int = Field(
+        2, ge=1, description="forward batches run at once, each on torch_threads / forward_lanes intra-op threads"
+    )
 
     @model_validator(mode="after")
     def _ongoing_covers_batch(self) -> BatchedDeploymentSettings:

@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from steadyrank.serve.runtime.lanes import forward_lanes
+
 
 @dataclass(frozen=True)
 class Batch:
@@ -64,6 +66,25 @@ def pad(rows: Sequence[Sequence[int]], value: int, side: Literal["right", "left"
     return out
 
 
+def make_batch(
+    rows: np.ndarray,
+    input_ids: Sequence[Sequence[int]],
+    token_type_ids: Sequence[Sequence[int]] | None,
+    pad_id: int,
+    padding_side: Literal["right", "left"],
+    device: torch.device,
+) -> Batch:
+    """The padded batch of input ``rows`` (indices into ``input_ids``), on ``device``."""
+    return Batch(
+        rows=rows,
+        input_ids=pad([input_ids[i] for i in rows], pad_id, padding_side).to(device),
+        attention_mask=pad([[1] * len(input_ids[i]) for i in rows], 0, padding_side).to(device),
+        token_type_ids=(
+            pad([token_type_ids[i] for i in rows], 0, padding_side).to(device) if token_type_ids is not None else None
+        ),
+    )
+
+
 def run_batched(
     input_ids: Sequence[Sequence[int]],
     token_type_ids: Sequence[Sequence[int]] | None,
@@ -78,26 +99,24 @@ def run_batched(
     show_progress: bool = False,
     desc: str = "forward",
 ) -> torch.Tensor:
-    """Run ``forward`` over budget-packed batches and return its rows in input order (on CPU).
+    """Run ``forward`` (under ``torch.inference_mode``) over budget-packed batches and return its
+    rows in input order (on CPU).
 
-    ``forward`` maps a :class:`Batch` to a tensor whose first dimension is the batch rows.
+    ``forward`` maps a :class:`Batch` to a tensor whose first dimension is the batch rows. With
+    forward lanes set (:mod:`serve.runtime.lanes`) the batches run on the lanes, several at once.
     """
     lengths = [len(ids) for ids in input_ids]
     plan = plan_batches(lengths, batch_tokens, batch_size, max_padding)
+
+    def run(rows: np.ndarray) -> torch.Tensor:
+        with torch.inference_mode():  # thread-local: set here, in whichever thread runs the batch
+            return forward(make_batch(rows, input_ids, token_type_ids, pad_id, padding_side, device)).cpu()
+
+    lanes = forward_lanes()
+    outs = map(run, plan) if lanes is None else lanes.map(run, plan)  # lanes: batches at once, in order
     result: torch.Tensor | None = None
     with tqdm(total=len(lengths), desc=desc, unit="seq", disable=not show_progress) as bar:
-        for rows in plan:
-            batch = Batch(
-                rows=rows,
-                input_ids=pad([input_ids[i] for i in rows], pad_id, padding_side).to(device),
-                attention_mask=pad([[1] * lengths[i] for i in rows], 0, padding_side).to(device),
-                token_type_ids=(
-                    pad([token_type_ids[i] for i in rows], 0, padding_side).to(device)
-                    if token_type_ids is not None
-                    else None
-                ),
-            )
-            out = forward(batch).cpu()
+        for rows, out in zip(plan, outs, strict=True):
             if result is None:
                 result = torch.empty((len(lengths), *out.shape[1:]), dtype=out.dtype)
             result[torch.as_tensor(rows)] = out

@@ -39,7 +39,8 @@ class ModelSettings(BaseModel):
     A forward batch holds at most ``batch_size`` rows and at most ``batch_tokens`` tokens counted as
     rows × padded length (padding included); the second bound keeps long inputs within memory. No
     row of a batch is more than ``max_padding`` of its padded length padding (rows are length-sorted,
-    so a batch ends where the next row would be shorter than that).
+    so a batch ends where the next row would be shorter than that). ``torchscript``: see
+    :mod:`serve.runtime.traced` (CPU bi- and cross-encoders; causal LMs always run eager).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -59,6 +60,11 @@ class ModelSettings(BaseModel):
     batch_tokens: int = Field(8192, ge=64, description="token budget per forward batch, padding included")
     max_padding: float = Field(0.1, ge=0.0, le=1.0,
                                description="largest share of a row's padded length that may be padding (1 = no bound)")
+    torchscript: bool = Field(
+        True,
+        description="CPU encoders: run the forward as a TorchScript trace (no GIL held), kept only if "
+        "bitwise equal to eager on probe inputs at load",
+    )
     rescore_boundary_ties: bool = True
     prompt_template: str = QWEN3_RERANKER_TEMPLATE
     instruction: str = DEFAULT_INSTRUCTION

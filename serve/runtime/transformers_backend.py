@@ -15,14 +15,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from steadyrank.serve.runtime.batching import Batch, run_batched
+from steadyrank.serve.runtime.batching import Batch, make_batch, run_batched
 from steadyrank.serve.runtime.errors import ModelLoadError
 from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.loading import load_tokenizer, load_torch_model, resolve_device, torch_dtype
 from steadyrank.serve.runtime.settings import ModelSettings
 from steadyrank.serve.runtime.tokenization import Encoded, encode_pairs, encode_prompts, encode_texts
+from steadyrank.serve.runtime.traced import Inputs, trace_field
 
 _UNBOUNDED = 1_000_000
+# Probe inputs for checking a traced forward: three lengths; rows (0, 1, 2) padded, (1,) unpadded,
+# (1, 0) padded to another width.
+_PROBE_TEXTS = ("a", "a short probe text", "a longer probe text, with more words than the other two have")
+_PROBE_ROWS = ((0, 1, 2), (1,), (1, 0))
 
 
 def _token_id(tokenizer: Any, token: str | int, vocab_size: int, name: str) -> int:
@@ -58,6 +63,32 @@ class TransformersBackend:
             vocab = int(self.model.config.vocab_size)
             self.no_id = _token_id(self.tokenizer, settings.no_token, vocab, "no_token")
             self.yes_id = _token_id(self.tokenizer, settings.yes_token, vocab, "yes_token")
+        traced = None
+        if settings.torchscript and self.device.type == "cpu" and spec.kind != "causal-lm":
+            traced = trace_field(self.model, self._field, self._probes())
+        self.traced = traced is not None  # the forward runs as a verified TorchScript trace
+        self._field_forward = traced or self._eager_field
+
+    @property
+    def _field(self) -> str:
+        return "logits" if self.spec.kind == "cross-encoder" else "last_hidden_state"
+
+    def _eager_field(self, inputs: Inputs) -> torch.Tensor:
+        return getattr(self.model(**inputs), self._field)
+
+    def _encode(self, texts: Sequence[str], pairs: Sequence[tuple[str, str]]) -> Encoded:
+        """Bi-encoder: ``texts``; cross-encoder: ``pairs`` (the other is ignored)."""
+        if self.spec.kind == "cross-encoder":
+            return encode_pairs(self.tokenizer, pairs, self.max_length, self.settings.overflow)
+        return encode_texts(self.tokenizer, texts, self.max_length, self.settings.overflow)
+
+    def _probes(self) -> list[Inputs]:
+        encoded = self._encode(_PROBE_TEXTS, [("probe query", t) for t in _PROBE_TEXTS])
+        batches = [
+            make_batch(np.array(rows), encoded.input_ids, encoded.token_type_ids, self.pad_id, "right", self.device)
+            for rows in _PROBE_ROWS
+        ]
+        return [self._encoder_inputs(b) for b in batches]
 
     # ---- forward functions, one batch each -------------------------------------------------
 
@@ -68,7 +99,7 @@ class TransformersBackend:
         return inputs
 
     def _pool(self, batch: Batch) -> torch.Tensor:
-        hidden = self.model(**self._encoder_inputs(batch)).last_hidden_state  # (b, L, dim), model dtype
+        hidden = self._field_forward(self._encoder_inputs(batch))  # (b, L, dim), model dtype
         mask = batch.attention_mask.unsqueeze(-1).to(hidden.dtype)
         mode = self.spec.pooling
         if mode == "mean":
@@ -81,7 +112,7 @@ class TransformersBackend:
         return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
     def _classify(self, batch: Batch) -> torch.Tensor:
-        return self.model(**self._encoder_inputs(batch)).logits  # (b, 1 | 2)
+        return self._field_forward(self._encoder_inputs(batch))  # (b, 1 | 2)
 
     def _yes_no(self, batch: Batch) -> torch.Tensor:
         positions = (batch.attention_mask.cumsum(dim=1) - 1).clamp(min=0)
@@ -96,7 +127,6 @@ class TransformersBackend:
 
     # ---- public entry points -------------------------------------------------------------
 
-    @torch.inference_mode()
     def _run(self, encoded: Encoded, forward: Any, left: bool, show_progress: bool, desc: str) -> torch.Tensor:
         return run_batched(
             encoded.input_ids,
@@ -114,7 +144,7 @@ class TransformersBackend:
 
     def pooled(self, texts: Sequence[str], show_progress: bool = False) -> tuple[torch.Tensor, np.ndarray]:
         """Pooled (un-normalised) embeddings in the model dtype, (n, dim) on CPU, and truncation flags."""
-        encoded = encode_texts(self.tokenizer, texts, self.max_length, self.settings.overflow)
+        encoded = self._encode(texts, [])
         desc = f"encode {self.settings.precision}"
         return self._run(encoded, self._pool, False, show_progress, desc), encoded.truncated
 
@@ -129,7 +159,7 @@ class TransformersBackend:
         s = self.settings
         desc = f"score {s.precision}"
         if self.spec.kind == "cross-encoder":
-            encoded = encode_pairs(self.tokenizer, pairs, self.max_length, s.overflow)
+            encoded = self._encode([], pairs)
             return self._run(encoded, self._classify, False, show_progress, desc), encoded.truncated
         encoded = encode_prompts(
             self.tokenizer, pairs, s.prompt_template, s.instruction, self.max_length, s.overflow, s.truncation_side

@@ -31,7 +31,7 @@ idle = threading.Event()
 before = threading.Thread(target=idle.wait); before.start()          # exists before the split
 compute = ThreadPoolExecutor(max_workers=1)
 compute_tid = compute.submit(threading.get_native_id).result()
-changed = favour_compute(compute_tid, 12)
+changed = favour_compute([compute_tid], 12)
 
 def spawn_and_report():
     out = {}
@@ -72,7 +72,7 @@ def test_favour_compute_lowers_every_thread_but_the_compute_thread_and_its_child
 
 
 def test_favour_compute_off_changes_nothing() -> None:
-    report = _run_child(CHILD.replace("favour_compute(compute_tid, 12)", "favour_compute(compute_tid, 0)"))
+    report = _run_child(CHILD.replace("favour_compute([compute_tid], 12)", "favour_compute([compute_tid], 0)"))
     assert report["main"] == report["before"] == report["compute"] == report["started_by_main"]
     assert report["changed"] == 0
     assert report["switch_interval"] == pytest.approx(0.005)  # Python's default, untouched

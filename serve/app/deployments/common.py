@@ -70,22 +70,31 @@ _COMPUTE: ThreadPoolExecutor | None = None
 
 
 def model_executor(background_niceness: int = 0) -> ThreadPoolExecutor:
-    """The process's one thread for model (and FAISS) calls, shared by every component in it: forward
-    passes run one at a time (batching provides the concurrency), and OpenMP keeps a single thread
-    team instead of one per pool thread (several spinning teams would fight for the cores; in the
-    colocated layout both models and the index live in one process).
+    """The process's one thread for model (and FAISS) calls, shared by every component in it: calls
+    run one at a time (batching provides the concurrency; a call's forward batches may run on the
+    forward lanes, :func:`set_compute_threads`), so there are never more busy torch threads than
+    the replica's ``torch_threads`` (in the colocated layout both models and the index live in one
+    process).
 
     The first call inside a Ray Serve replica, with ``background_niceness`` > 0
-    (``deployments.background_niceness``), starts the thread and raises every *other* thread of
-    the process to that nice value (:func:`serve.app.cpu_priority.favour_compute`)."""
+    (``deployments.background_niceness``), starts the thread and the lanes and raises every *other*
+    thread of the process to that nice value (:func:`serve.app.cpu_priority.favour_compute`)."""
     global _COMPUTE
     if _COMPUTE is None:
         _COMPUTE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="steadyrank-compute")
         if background_niceness > 0 and in_replica():
             from steadyrank.serve.app.cpu_priority import favour_compute
 
-            favour_compute(_COMPUTE.submit(threading.get_native_id).result(), background_niceness)
+            favour_compute(_COMPUTE.submit(_start_compute_threads).result(), background_niceness)
     return _COMPUTE
+
+
+def _start_compute_threads() -> list[int]:
+    """Run on the compute thread: start the forward lanes from it (so they inherit its priority);
+    the kernel thread ids of the compute thread and of every lane."""
+    from steadyrank.serve.runtime.lanes import start_lanes
+
+    return [threading.get_native_id(), *start_lanes()]
 
 
 def in_replica() -> bool:
@@ -104,11 +113,25 @@ async def run_in(executor: ThreadPoolExecutor, fn: Any, *args: Any) -> Any:
     return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
 
 
-def set_torch_threads(threads: int | None) -> None:
-    if threads:
-        import torch
+_DEFAULT_THREADS: int | None = None  # torch's thread count before the first set_compute_threads
 
-        torch.set_num_threads(threads)
+
+def set_compute_threads(threads: int | None, lanes: int) -> None:
+    """This process' torch threads: ``threads`` in all (unset: torch's count at the first call,
+    Ray's default ≈ the replica's CPUs) as ``min(lanes, threads)`` forward lanes of
+    ``threads // lanes`` intra-op threads each (:mod:`serve.runtime.lanes`; one lane: the forward
+    runs on the compute thread itself)."""
+    import torch
+
+    from steadyrank.serve.runtime.lanes import use_forward_lanes
+
+    global _DEFAULT_THREADS
+    if _DEFAULT_THREADS is None:
+        _DEFAULT_THREADS = torch.get_num_threads()
+    total = threads or _DEFAULT_THREADS
+    count = min(lanes, total)
+    torch.set_num_threads(total // count)
+    use_forward_lanes(count, total // count)
 
 
 def check_text_list(texts: Any, what: str) -> list[str]:

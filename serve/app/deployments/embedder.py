@@ -15,7 +15,7 @@ from steadyrank.serve.app.deployments.common import (
     check_text_list,
     model_executor,
     run_batch,
-    set_torch_threads,
+    set_compute_threads,
 )
 from steadyrank.serve.app.settings import Settings, load_settings
 from steadyrank.serve.telemetry import Recorder
@@ -29,7 +29,8 @@ class Embedder:
         from steadyrank.serve.runtime import load_embedder
 
         settings = load_settings(settings)
-        set_torch_threads(settings.deployments.embedder.torch_threads)
+        options = settings.deployments.embedder
+        set_compute_threads(options.torch_threads, options.forward_lanes)
         self.model = load_embedder(settings.embedder)
         self.executor = model_executor(settings.deployments.background_niceness)
         self._batch = RequestBatcher(self._run_batch)  # limits from user_config (reconfigure)

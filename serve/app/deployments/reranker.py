@@ -27,7 +27,7 @@ from steadyrank.serve.app.deployments.common import (
     model_executor,
     run_batch,
     run_in,
-    set_torch_threads,
+    set_compute_threads,
 )
 from steadyrank.serve.app.priority import ShadowGate, chunks
 from steadyrank.serve.app.protocol import Variant
@@ -48,7 +48,7 @@ class Reranker:
 
         settings = load_settings(settings)
         options = settings.deployments.reranker if role == "primary" else settings.deployments.canary_reranker
-        set_torch_threads(options.torch_threads)
+        set_compute_threads(options.torch_threads, options.forward_lanes)
         self.scorer = load_scorer(ModelSettings.model_validate(model))
         self.executor = model_executor(settings.deployments.background_niceness)
         self._batch = RequestBatcher(self._run_batch)  # limits from user_config (reconfigure)
@@ -66,10 +66,13 @@ class Reranker:
     async def info(self) -> dict[str, Any]:
         import torch
 
+        from steadyrank.serve.runtime.lanes import lane_count
+
         s = self.scorer
         return {"model": s.model_id, "kind": s.kind, "precision": s.precision, "scoring": s.scoring,
                 "max_length": s.settings.max_length, "role": self.role,
-                "rescore_boundary_ties": s.rescores_boundary_ties, "torch_threads": torch.get_num_threads()}
+                "rescore_boundary_ties": s.rescores_boundary_ties, "forward_lanes": lane_count(),
+                "torch_threads_per_lane": torch.get_num_threads()}
 
     async def score(self, query: str, documents: list[str], shadow: bool = False,
                     deadline: float | None = None) -> dict[str, np.ndarray]:

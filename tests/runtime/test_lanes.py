@@ -1,0 +1,68 @@
+"""Forward lanes: a call's batches run on the lane threads, at once, with the same results."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from steadyrank.serve.runtime import ModelSettings, load_scorer
+from steadyrank.serve.runtime.batching import run_batched
+from steadyrank.serve.runtime.lanes import forward_lanes, lane_count, start_lanes, use_forward_lanes
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Torch on 1 intra-op thread (the lanes' count in these tests); lanes off and threads back after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    use_forward_lanes(1, 1)
+    torch.set_num_threads(before)
+
+
+def test_batches_run_on_every_lane_at_once(one_thread: None) -> None:
+    use_forward_lanes(2, 1)
+    assert lane_count() == 2 and forward_lanes() is not None
+    both_running = threading.Barrier(2, timeout=10)  # a batch returns only once another runs beside it
+    seen: list[tuple[int, int, bool]] = []
+
+    def forward(batch):
+        both_running.wait()
+        seen.append((threading.get_ident(), torch.get_num_threads(), torch.is_inference_mode_enabled()))
+        return batch.attention_mask.sum(dim=1, keepdim=True)
+
+    out = run_batched([[5] * n for n in (4, 1, 3, 2)], None, forward=forward, batch_tokens=4, batch_size=1,
+                      pad_id=0, padding_side="right", device=torch.device("cpu"))
+    assert out[:, 0].tolist() == [4, 1, 3, 2]  # input order, whichever lane ran which batch
+    assert len({ident for ident, _, _ in seen}) == 2 and all(n == 1 and inference for _, n, inference in seen)
+    assert threading.get_ident() not in {ident for ident, _, _ in seen}
+
+
+def test_start_lanes_starts_each_lane_thread_once(one_thread: None) -> None:
+    assert start_lanes() == []  # no lanes
+    use_forward_lanes(3, 1)
+    tids = start_lanes()
+    assert len(set(tids)) == 3 and threading.get_native_id() not in tids
+    assert sorted(start_lanes()) == sorted(tids)  # the same threads, not new ones
+    use_forward_lanes(1, 1)
+    assert forward_lanes() is None and lane_count() == 1
+
+
+def test_lanes_refuse_zero() -> None:
+    with pytest.raises(ValueError, match="must be ≥ 1"):
+        use_forward_lanes(0, 1)
+
+
+def test_scores_on_lanes_bitwise_equal_to_the_calling_thread(one_thread: None, cross_encoder_1: Path) -> None:
+    """Each batch's rows and padding do not depend on the lanes, and every lane has the same
+    thread count as the caller here: the scores are the same bits."""
+    scorer = load_scorer(ModelSettings(path=str(cross_encoder_1), batch_size=2))
+    pairs = [("query", " ".join(["word"] * n)) for n in (1, 9, 4, 30, 2, 17, 5)]
+    alone = scorer.score(pairs).logits
+    use_forward_lanes(2, 1)
+    assert np.array_equal(scorer.score(pairs).logits, alone)
