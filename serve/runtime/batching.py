@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from steadyrank.serve.runtime.lanes import forward_lanes
+from steadyrank.serve.runtime.lanes import forward_pool
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,8 @@ def run_batched(
     rows in input order (on CPU).
 
     ``forward`` maps a :class:`Batch` to a tensor whose first dimension is the batch rows. With
-    forward lanes set (:mod:`serve.runtime.lanes`) the batches run on the lanes, several at once.
+    forward lanes set (:mod:`serve.runtime.lanes`) the batches run on the lanes, several at once
+    (a plan of one batch: on the wide lane).
     """
     lengths = [len(ids) for ids in input_ids]
     plan = plan_batches(lengths, batch_tokens, batch_size, max_padding)
@@ -112,8 +113,8 @@ def run_batched(
         with torch.inference_mode():  # thread-local: set here, in whichever thread runs the batch
             return forward(make_batch(rows, input_ids, token_type_ids, pad_id, padding_side, device)).cpu()
 
-    lanes = forward_lanes()
-    outs = map(run, plan) if lanes is None else lanes.map(run, plan)  # lanes: batches at once, in order
+    pool = forward_pool(len(plan))
+    outs = map(run, plan) if pool is None else pool.map(run, plan)  # lanes: batches at once, in order
     result: torch.Tensor | None = None
     with tqdm(total=len(lengths), desc=desc, unit="seq", disable=not show_progress) as bar:
         for rows, out in zip(plan, outs, strict=True):

@@ -12,7 +12,7 @@ import torch
 
 from steadyrank.serve.runtime import ModelSettings, load_scorer
 from steadyrank.serve.runtime.batching import run_batched
-from steadyrank.serve.runtime.lanes import forward_lanes, lane_count, start_lanes, use_forward_lanes
+from steadyrank.serve.runtime.lanes import forward_pool, lane_count, start_lanes, use_forward_lanes
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def one_thread() -> Iterator[None]:
 
 def test_batches_run_on_every_lane_at_once(one_thread: None) -> None:
     use_forward_lanes(2, 1)
-    assert lane_count() == 2 and forward_lanes() is not None
+    assert lane_count() == 2
     both_running = threading.Barrier(2, timeout=10)  # a batch returns only once another runs beside it
     seen: list[tuple[int, int, bool]] = []
 
@@ -43,14 +43,28 @@ def test_batches_run_on_every_lane_at_once(one_thread: None) -> None:
     assert threading.get_ident() not in {ident for ident, _, _ in seen}
 
 
+def test_a_call_of_one_batch_runs_on_the_wide_lane(one_thread: None) -> None:
+    use_forward_lanes(2, 1)
+    seen: list[tuple[int, int]] = []
+
+    def forward(batch):
+        seen.append((threading.get_ident(), torch.get_num_threads()))
+        return batch.attention_mask.sum(dim=1, keepdim=True)
+
+    out = run_batched([[5] * n for n in (4, 3)], None, forward=forward, batch_tokens=64, batch_size=8,
+                      max_padding=0.5, pad_id=0, padding_side="right", device=torch.device("cpu"))
+    assert out[:, 0].tolist() == [4, 3]
+    assert len(seen) == 1 and seen[0][0] != threading.get_ident() and seen[0][1] == 2  # 2 lanes x 1 thread
+
+
 def test_start_lanes_starts_each_lane_thread_once(one_thread: None) -> None:
     assert start_lanes() == []  # no lanes
     use_forward_lanes(3, 1)
     tids = start_lanes()
-    assert len(set(tids)) == 3 and threading.get_native_id() not in tids
+    assert len(set(tids)) == 4 and threading.get_native_id() not in tids  # 3 lanes and the wide lane
     assert sorted(start_lanes()) == sorted(tids)  # the same threads, not new ones
     use_forward_lanes(1, 1)
-    assert forward_lanes() is None and lane_count() == 1
+    assert forward_pool(1) is None and forward_pool(3) is None and lane_count() == 1
 
 
 def test_lanes_refuse_zero() -> None:
