@@ -104,7 +104,7 @@ def run_batched(
 
     ``forward`` maps a :class:`Batch` to a tensor whose first dimension is the batch rows. With
     forward lanes set (:mod:`serve.runtime.lanes`) the batches run on the lanes, several at once
-    (a plan of one batch: on the wide lane).
+    (a plan of one batch: in the calling thread).
     """
     lengths = [len(ids) for ids in input_ids]
     plan = plan_batches(lengths, batch_tokens, batch_size, max_padding)

@@ -8,11 +8,11 @@ of 2 threads 49.9 pairs/s, two lanes of 1 thread 63.7; next to a process spinnin
 against 38.6.
 
 A call of one batch gains nothing from lanes and loses latency on fewer threads (1 pair: 17.7 ms
-on 2 threads, 28.1 on 1), so it runs on the *wide lane*: one thread with every lane's threads.
-Every forward batch of :func:`serve.runtime.batching.run_batched` runs on a lane or the wide lane
-once lanes are set, chosen by the call's own batch plan, so a request's scores never depend on
-which thread ran it or on other traffic: every lane has the same thread count, and a batch's rows
-and padding do not depend on the lanes.
+on 2 threads, 28.1 on 1), so it runs in the calling thread, which :func:`start_lanes` gives every
+lane's threads (handing it to a second thread with as many cost ~5 ms more, measured). Which
+threads run a call depends on the call's own batch plan only, so a request's scores never depend
+on other traffic: every lane has the same thread count, and a batch's rows and padding do not
+depend on the lanes.
 Like torch's thread count, the setting is per process; the serving layer sets it in each model
 replica (``deployments.<model>.forward_lanes``), library callers run in their own thread (no lanes).
 """
@@ -28,40 +28,43 @@ import torch
 log = logging.getLogger(__name__)
 
 _lanes: ThreadPoolExecutor | None = None
-_wide: ThreadPoolExecutor | None = None  # one thread with every lane's threads: calls of one batch
 _shape: tuple[int, int] | None = None  # (lanes, threads per lane)
 
 
-def _pool(workers: int, threads: int, name: str) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(workers, thread_name_prefix=name, initializer=torch.set_num_threads, initargs=(threads,))
+def pin_threads(threads: int) -> None:
+    """Give the calling thread ``threads`` torch intra-op threads for good. torch keeps one count
+    per process and copies it into a thread's OpenMP setting at that thread's first parallel op,
+    so a count set here could be overwritten by whatever another thread set last; reading the
+    count first does that first-op copy now, and the set after it stays this thread's."""
+    torch.get_num_threads()
+    torch.set_num_threads(threads)
 
 
 def use_forward_lanes(lanes: int, threads_per_lane: int) -> None:
     """Run forward batches on ``lanes`` threads with ``threads_per_lane`` torch intra-op threads
-    each, from now on in this process (a call of one batch: on one thread with ``lanes ×
-    threads_per_lane``); ``lanes`` 1 runs them in the calling thread again."""
-    global _lanes, _wide, _shape
+    each, from now on in this process; ``lanes`` 1 runs them in the calling thread again. A call
+    of one batch runs in the calling thread: give it ``lanes × threads_per_lane`` threads
+    (:func:`start_lanes` does, on the thread it runs on)."""
+    global _lanes, _shape
     if lanes < 1 or threads_per_lane < 1:
         raise ValueError(f"lanes ({lanes}) and threads per lane ({threads_per_lane}) must be ≥ 1")
     if _shape == (lanes, threads_per_lane):
         return
-    if _lanes is not None and _wide is not None:
+    if _lanes is not None:
         log.warning("forward lanes change from %s to %s", _shape, (lanes, threads_per_lane))
         _lanes.shutdown(wait=True)
-        _wide.shutdown(wait=True)
-    _lanes, _wide, _shape = None, None, None
+    _lanes = None
     if lanes > 1:
-        _lanes = _pool(lanes, threads_per_lane, "steadyrank-lane")
-        _wide = _pool(1, lanes * threads_per_lane, "steadyrank-wide-lane")
-        _shape = (lanes, threads_per_lane)
+        _lanes = ThreadPoolExecutor(lanes, thread_name_prefix="steadyrank-lane",
+                                    initializer=pin_threads, initargs=(threads_per_lane,))
+    _shape = (lanes, threads_per_lane)
 
 
 def forward_pool(batches: int) -> ThreadPoolExecutor | None:
-    """Where a call of ``batches`` forward batches runs: several → the lanes, at once; one → the
-    wide lane (a lone batch would leave the other lanes idle; which pool runs a call depends on its
-    own batch plan only, so its scores do not depend on other traffic); None without lanes (the
-    calling thread)."""
-    return _wide if batches == 1 else _lanes
+    """Where a call of ``batches`` forward batches runs: several → the lanes, at once; one or no
+    lanes → None, the calling thread (a lone batch would leave the other lanes idle; which one runs
+    a call depends on its own batch plan only, so its scores do not depend on other traffic)."""
+    return _lanes if batches > 1 else None
 
 
 def lane_count() -> int:
@@ -70,9 +73,14 @@ def lane_count() -> int:
 
 
 def start_lanes() -> list[int]:
-    """Start every lane thread and the wide lane now, from the calling thread (whose nice value
-    they inherit), and return their kernel thread ids (empty without lanes)."""
-    if _lanes is None or _wide is None or _shape is None:
+    """On the thread that will make the forward calls: give it every lane's threads (for calls of
+    one batch; without lanes, for every call), start every lane thread now from it (they inherit
+    its nice value), and return the lanes' kernel thread ids (empty without lanes or before
+    :func:`use_forward_lanes`)."""
+    if _shape is None:
+        return []
+    pin_threads(_shape[0] * _shape[1])
+    if _lanes is None:
         return []
     barrier = threading.Barrier(_shape[0])  # each task waits for all: one task per lane thread
 
@@ -80,5 +88,4 @@ def start_lanes() -> list[int]:
         barrier.wait()
         return threading.get_native_id()
 
-    lanes = [f.result() for f in [_lanes.submit(native_id) for _ in range(_shape[0])]]
-    return [*lanes, _wide.submit(threading.get_native_id).result()]
+    return [f.result() for f in [_lanes.submit(native_id) for _ in range(_shape[0])]]

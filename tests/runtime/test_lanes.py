@@ -43,8 +43,9 @@ def test_batches_run_on_every_lane_at_once(one_thread: None) -> None:
     assert threading.get_ident() not in {ident for ident, _, _ in seen}
 
 
-def test_a_call_of_one_batch_runs_on_the_wide_lane(one_thread: None) -> None:
+def test_a_call_of_one_batch_runs_in_the_calling_thread_with_every_lanes_threads(one_thread: None) -> None:
     use_forward_lanes(2, 1)
+    assert start_lanes()  # on this thread: it now has 2 lanes x 1 thread
     seen: list[tuple[int, int]] = []
 
     def forward(batch):
@@ -54,14 +55,15 @@ def test_a_call_of_one_batch_runs_on_the_wide_lane(one_thread: None) -> None:
     out = run_batched([[5] * n for n in (4, 3)], None, forward=forward, batch_tokens=64, batch_size=8,
                       max_padding=0.5, pad_id=0, padding_side="right", device=torch.device("cpu"))
     assert out[:, 0].tolist() == [4, 3]
-    assert len(seen) == 1 and seen[0][0] != threading.get_ident() and seen[0][1] == 2  # 2 lanes x 1 thread
+    assert seen == [(threading.get_ident(), 2)]
 
 
 def test_start_lanes_starts_each_lane_thread_once(one_thread: None) -> None:
+    use_forward_lanes(1, 1)
     assert start_lanes() == []  # no lanes
     use_forward_lanes(3, 1)
     tids = start_lanes()
-    assert len(set(tids)) == 4 and threading.get_native_id() not in tids  # 3 lanes and the wide lane
+    assert len(set(tids)) == 3 and threading.get_native_id() not in tids
     assert sorted(start_lanes()) == sorted(tids)  # the same threads, not new ones
     use_forward_lanes(1, 1)
     assert forward_pool(1) is None and forward_pool(3) is None and lane_count() == 1

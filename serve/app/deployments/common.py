@@ -83,16 +83,18 @@ def model_executor(background_niceness: int = 0) -> ThreadPoolExecutor:
     global _COMPUTE
     if _COMPUTE is None:
         _COMPUTE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="steadyrank-compute")
+        compute_tids = _COMPUTE.submit(_start_compute_threads).result()
         if background_niceness > 0 and in_replica():
             from steadyrank.serve.app.cpu_priority import favour_compute
 
-            favour_compute(_COMPUTE.submit(_start_compute_threads).result(), background_niceness)
+            favour_compute(compute_tids, background_niceness)
     return _COMPUTE
 
 
 def _start_compute_threads() -> list[int]:
-    """Run on the compute thread: start the forward lanes from it (so they inherit its priority);
-    the kernel thread ids of the compute thread and of every lane."""
+    """Run on the compute thread: give it the lanes' threads and start the forward lanes from it
+    (:func:`serve.runtime.lanes.start_lanes`); the kernel thread ids of the compute thread and of
+    every lane."""
     from steadyrank.serve.runtime.lanes import start_lanes
 
     return [threading.get_native_id(), *start_lanes()]
