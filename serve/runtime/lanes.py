@@ -9,10 +9,10 @@ against 38.6.
 
 A call of one batch gains nothing from lanes and loses latency on fewer threads (1 pair: 17.7 ms
 on 2 threads, 28.1 on 1), so it runs in the calling thread, which :func:`start_lanes` gives every
-lane's threads (handing it to a second thread with as many cost ~5 ms more, measured). Which
-threads run a call depends on the call's own batch plan only, so a request's scores never depend
-on other traffic: every lane has the same thread count, and a batch's rows and padding do not
-depend on the lanes.
+lane's threads. Which threads run a call depends on the call's own batch plan only, so a request's
+scores never depend on other traffic: every lane has the same thread count, and a batch's rows
+and padding do not depend on the lanes.
+
 Like torch's thread count, the setting is per process; the serving layer sets it in each model
 replica (``deployments.<model>.forward_lanes``), library callers run in their own thread (no lanes).
 """

@@ -4,6 +4,7 @@ batch, torch thread settings and batch options applied through Ray Serve's ``use
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -95,9 +96,8 @@ def _start_compute_threads() -> list[int]:
     """Run on the compute thread: give it the lanes' threads and start the forward lanes from it
     (:func:`serve.runtime.lanes.start_lanes`); the kernel thread ids of the compute thread and of
     every lane."""
-    from steadyrank.serve.runtime.lanes import start_lanes
-
-    return [threading.get_native_id(), *start_lanes()]
+    lanes = sys.modules.get("steadyrank.serve.runtime.lanes")  # not imported: no lanes, and no torch to load
+    return [threading.get_native_id(), *(lanes.start_lanes() if lanes is not None else [])]
 
 
 def in_replica() -> bool:
