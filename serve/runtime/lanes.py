@@ -67,9 +67,10 @@ def forward_pool(batches: int) -> ThreadPoolExecutor | None:
     return _lanes if batches > 1 else None
 
 
-def lane_count() -> int:
-    """How many forward batches run at once (1 without lanes)."""
-    return _shape[0] if _shape is not None else 1
+def lane_shape() -> tuple[int, int]:
+    """``(lanes, threads per lane)`` as set by :func:`use_forward_lanes`; before it, one lane on
+    torch's current thread count."""
+    return _shape if _shape is not None else (1, torch.get_num_threads())
 
 
 def start_lanes() -> list[int]:

@@ -76,14 +76,11 @@ class TransformersBackend:
     def _eager_field(self, inputs: Inputs) -> torch.Tensor:
         return getattr(self.model(**inputs), self._field)
 
-    def _encode(self, texts: Sequence[str], pairs: Sequence[tuple[str, str]]) -> Encoded:
-        """Bi-encoder: ``texts``; cross-encoder: ``pairs`` (the other is ignored)."""
-        if self.spec.kind == "cross-encoder":
-            return encode_pairs(self.tokenizer, pairs, self.max_length, self.settings.overflow)
-        return encode_texts(self.tokenizer, texts, self.max_length, self.settings.overflow)
-
     def _probes(self) -> list[Inputs]:
-        encoded = self._encode(_PROBE_TEXTS, [("probe query", t) for t in _PROBE_TEXTS])
+        if self.spec.kind == "cross-encoder":
+            encoded = encode_pairs(self.tokenizer, [("probe query", t) for t in _PROBE_TEXTS], self.max_length, "truncate")
+        else:
+            encoded = encode_texts(self.tokenizer, _PROBE_TEXTS, self.max_length, "truncate")
         batches = [
             make_batch(np.array(rows), encoded.input_ids, encoded.token_type_ids, self.pad_id, "right", self.device)
             for rows in _PROBE_ROWS
@@ -144,7 +141,7 @@ class TransformersBackend:
 
     def pooled(self, texts: Sequence[str], show_progress: bool = False) -> tuple[torch.Tensor, np.ndarray]:
         """Pooled (un-normalised) embeddings in the model dtype, (n, dim) on CPU, and truncation flags."""
-        encoded = self._encode(texts, [])
+        encoded = encode_texts(self.tokenizer, texts, self.max_length, self.settings.overflow)
         desc = f"encode {self.settings.precision}"
         return self._run(encoded, self._pool, False, show_progress, desc), encoded.truncated
 
@@ -159,7 +156,7 @@ class TransformersBackend:
         s = self.settings
         desc = f"score {s.precision}"
         if self.spec.kind == "cross-encoder":
-            encoded = self._encode([], pairs)
+            encoded = encode_pairs(self.tokenizer, pairs, self.max_length, s.overflow)
             return self._run(encoded, self._classify, False, show_progress, desc), encoded.truncated
         encoded = encode_prompts(
             self.tokenizer, pairs, s.prompt_template, s.instruction, self.max_length, s.overflow, s.truncation_side

@@ -12,7 +12,7 @@ import torch
 
 from steadyrank.serve.runtime import ModelSettings, load_scorer
 from steadyrank.serve.runtime.batching import run_batched
-from steadyrank.serve.runtime.lanes import forward_pool, lane_count, start_lanes, use_forward_lanes
+from steadyrank.serve.runtime.lanes import forward_pool, lane_shape, start_lanes, use_forward_lanes
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def one_thread() -> Iterator[None]:
 
 def test_batches_run_on_every_lane_at_once(one_thread: None) -> None:
     use_forward_lanes(2, 1)
-    assert lane_count() == 2
+    assert lane_shape() == (2, 1)
     both_running = threading.Barrier(2, timeout=10)  # a batch returns only once another runs beside it
     seen: list[tuple[int, int, bool]] = []
 
@@ -66,7 +66,7 @@ def test_start_lanes_starts_each_lane_thread_once(one_thread: None) -> None:
     assert len(set(tids)) == 3 and threading.get_native_id() not in tids
     assert sorted(start_lanes()) == sorted(tids)  # the same threads, not new ones
     use_forward_lanes(1, 1)
-    assert forward_pool(1) is None and forward_pool(3) is None and lane_count() == 1
+    assert forward_pool(1) is None and forward_pool(3) is None and lane_shape() == (1, 1)
 
 
 def test_lanes_refuse_zero() -> None:

@@ -64,15 +64,14 @@ class Reranker:
         apply_batch_config(self._batch, config)
 
     async def info(self) -> dict[str, Any]:
-        import torch
-
-        from steadyrank.serve.runtime.lanes import lane_count
+        from steadyrank.serve.runtime.lanes import lane_shape
 
         s = self.scorer
+        lanes, threads_per_lane = lane_shape()
         return {"model": s.model_id, "kind": s.kind, "precision": s.precision, "scoring": s.scoring,
                 "max_length": s.settings.max_length, "role": self.role,
-                "rescore_boundary_ties": s.rescores_boundary_ties, "forward_lanes": lane_count(),
-                "torch_threads_per_lane": torch.get_num_threads()}
+                "rescore_boundary_ties": s.rescores_boundary_ties, "forward_lanes": lanes,
+                "torch_threads_per_lane": threads_per_lane}
 
     async def score(self, query: str, documents: list[str], shadow: bool = False,
                     deadline: float | None = None) -> dict[str, np.ndarray]:
