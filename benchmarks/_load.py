@@ -112,13 +112,15 @@ async def closed_loop(url: str, path: str, bodies: list[bytes], level: int, wind
 
     Returns the window summary plus ``status_codes`` (every answer, by status; transport errors by
     exception name), ``503_json`` / ``503_retry_after`` (how many 503 answers had a JSON body /
-    a Retry-After header), ``loadavg_1m_max`` (the highest 1-minute load average sampled each second
+    a Retry-After header), ``503_p50_ms`` / ``503_p95_ms`` (how long the 503 answers took: a
+    refusal should be fast), ``loadavg_1m_max`` (the highest 1-minute load average sampled each second
     during the loop) and ``loadavg_1m_after``.
     """
     import httpx
 
     codes: dict[str, int] = {}
     shape = {"503_json": 0, "503_retry_after": 0}
+    refusals: list[float] = []  # seconds each 503 answer took
     loads: list[float] = [os.getloadavg()[0]]
     counter = 0
     limits = httpx.Limits(max_connections=level + 4, max_keepalive_connections=level + 4)
@@ -142,6 +144,7 @@ async def closed_loop(url: str, path: str, bodies: list[bytes], level: int, wind
                     if response.status_code == 503:
                         shape["503_retry_after"] += "retry-after" in response.headers
                         shape["503_json"] += response.headers.get("content-type", "").startswith("application/json")
+                        refusals.append(time.perf_counter() - start)
                         if honor_retry_after_s > 0 and response.headers.get("retry-after", "").isdigit():
                             backoff = min(float(response.headers["retry-after"]), honor_retry_after_s)
                 except httpx.HTTPError as exc:
@@ -168,6 +171,9 @@ async def closed_loop(url: str, path: str, bodies: list[bytes], level: int, wind
     out["status_codes"] = dict(sorted(codes.items()))
     out["cancelled_after_window"] = len(pending)
     out.update(shape)
+    out["503_p50_ms"], out["503_p95_ms"] = (
+        (float(np.percentile(refusals, 50) * 1000.0), float(np.percentile(refusals, 95) * 1000.0)) if refusals
+        else (None, None))
     out["loadavg_1m_max"] = max(loads)
     out["loadavg_1m_after"] = os.getloadavg()[0]  # other load on a shared machine shows here
     return out

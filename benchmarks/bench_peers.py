@@ -37,7 +37,7 @@ cancelled.
 
 Per row and server: goodput = successful docs (texts) / s; req/s = answered requests (any status)
 / s; p50/p95 of the successful ones; the status mix (transport errors by exception name), how many
-503s were JSON and carried ``Retry-After``; the highest 1-minute load average seen during the row.
+503s were JSON and carried ``Retry-After`` and the median time a 503 took; the highest 1-minute load average seen during the row.
 Per server: peak RSS of the whole process tree (sampled every 0.5 s with psutil; the process count
 at the peak), cold start, idle CPU (% of all cores: the server tree's own, and the machine's, which
 includes anything else running). Ratios are steadyrank / Infinity (goodput, p50, footprint).
@@ -402,11 +402,12 @@ def main() -> None:
                       a and a["p50_ms"], b and b["p50_ms"], a and a["p95_ms"], b and b["p95_ms"],
                       a and json.dumps(a["status_codes"]), b and json.dumps(b["status_codes"]),
                       b and f"{b['503_json']}/{b['503_retry_after']}",
+                      b and b.get("503_p50_ms"),
                       max(x["loadavg_1m_max"] for x in (a, b) if x)])
     for field in ("peak_rss_mb", "processes_at_peak", "cold_start_s", "idle_cpu_tree_pct", "idle_cpu_machine_pct"):
         a = inf["footprint"][field] if inf else None
         b = sr["footprint"][field] if sr else None
-        table.append([field, a, b, ratio(b, a) if a is not None and b is not None else None] + [None] * 8)
+        table.append([field, a, b, ratio(b, a) if a is not None and b is not None else None] + [None] * 9)
     payload = {"benchmark": "bench_peers", "cpu_count": os.cpu_count(), "threads": args.threads,
                "infinity_batch_size": args.batch_size, "cross_encoder": str(cross), "embedder": str(embedder),
                "window": {"duration": args.duration, "warmup": args.warmup, "max_duration": args.max_duration,
@@ -416,7 +417,7 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(payload, indent=2, default=str) + "\n")
     emit(payload, ["row / clients", "infinity items/s", "steadyrank items/s", "ratio sr/inf", "inf p50 ms",
                    "sr p50 ms", "inf p95 ms", "sr p95 ms", "inf codes", "sr codes", "sr 503 json/retry-after",
-                   "load max"], table, json_only=args.json)
+                   "sr 503 p50 ms", "load max"], table, json_only=args.json)
 
 
 if __name__ == "__main__":

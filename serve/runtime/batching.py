@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -85,9 +85,20 @@ def make_batch(
     )
 
 
+Inputs = tuple[Sequence[Sequence[int]], Sequence[Sequence[int]] | None]  # (input_ids, token_type_ids)
+
+
 def run_batched(
     input_ids: Sequence[Sequence[int]],
     token_type_ids: Sequence[Sequence[int]] | None,
+    **options: Any,
+) -> torch.Tensor:
+    """:func:`run_batched_many` for one input."""
+    return run_batched_many([(input_ids, token_type_ids)], **options)[0]
+
+
+def run_batched_many(
+    inputs: Sequence[Inputs],
     *,
     forward: Callable[[Batch], torch.Tensor],
     batch_tokens: int,
@@ -98,30 +109,46 @@ def run_batched(
     device: torch.device,
     show_progress: bool = False,
     desc: str = "forward",
-) -> torch.Tensor:
-    """Run ``forward`` (under ``torch.inference_mode``) over budget-packed batches and return its
-    rows in input order (on CPU).
+) -> list[torch.Tensor]:
+    """For each input ``(input_ids, token_type_ids)``: run ``forward`` (under
+    ``torch.inference_mode``) over its own budget-packed batches and return its rows in input
+    order (on CPU).
 
     ``forward`` maps a :class:`Batch` to a tensor whose first dimension is the batch rows. With
-    forward lanes set (:mod:`serve.runtime.lanes`) the batches run on the lanes, several at once
-    (a plan of one batch: in the calling thread).
+    forward lanes set (:mod:`serve.runtime.lanes`) the batches of an input with several run on
+    the lanes; an input of one batch runs in the calling thread, before the others. The lanes take
+    the batches of all inputs from one queue, so a lane that finishes one input's last batch starts
+    on the next input's first instead of idling until its partner finishes. Rows of different inputs
+    never share a batch and which threads run a batch depends only on its own input's plan, so each
+    input's result is bitwise what it gets alone.
     """
-    lengths = [len(ids) for ids in input_ids]
-    plan = plan_batches(lengths, batch_tokens, batch_size, max_padding)
+    plans = [plan_batches([len(ids) for ids in ids_], batch_tokens, batch_size, max_padding) for ids_, _ in inputs]
+    if not all(plans):
+        raise ValueError("run_batched needs at least one sequence per input")
 
-    def run(rows: np.ndarray) -> torch.Tensor:
+    def run(k: int, rows: np.ndarray) -> torch.Tensor:
         with torch.inference_mode():  # thread-local: set here, in whichever thread runs the batch
-            return forward(make_batch(rows, input_ids, token_type_ids, pad_id, padding_side, device)).cpu()
+            ids, types = inputs[k]
+            return forward(make_batch(rows, ids, types, pad_id, padding_side, device)).cpu()
 
-    pool = forward_pool(len(plan))
-    outs = map(run, plan) if pool is None else pool.map(run, plan)  # lanes: batches at once, in order
-    result: torch.Tensor | None = None
-    with tqdm(total=len(lengths), desc=desc, unit="seq", disable=not show_progress) as bar:
-        for rows, out in zip(plan, outs, strict=True):
-            if result is None:
-                result = torch.empty((len(lengths), *out.shape[1:]), dtype=out.dtype)
-            result[torch.as_tensor(rows)] = out
-            bar.update(rows.size)
-    if result is None:
-        raise ValueError("run_batched needs at least one sequence")
-    return result
+    pools = [forward_pool(len(plan)) for plan in plans]
+    outs: dict[tuple[int, int], Any] = {}
+    for k, plan in enumerate(plans):  # inputs of one batch first, while the lanes are free
+        if pools[k] is None:
+            outs.update({(k, j): run(k, rows) for j, rows in enumerate(plan)})
+    for k, plan in enumerate(plans):
+        if pools[k] is not None:
+            outs.update({(k, j): pools[k].submit(run, k, rows) for j, rows in enumerate(plan)})
+    results = []
+    with tqdm(total=sum(len(ids) for ids, _ in inputs), desc=desc, unit="seq", disable=not show_progress) as bar:
+        for k, plan in enumerate(plans):
+            result: torch.Tensor | None = None
+            for j, rows in enumerate(plan):
+                out = outs.pop((k, j))
+                out = out if isinstance(out, torch.Tensor) else out.result()
+                if result is None:
+                    result = torch.empty((len(inputs[k][0]), *out.shape[1:]), dtype=out.dtype)
+                result[torch.as_tensor(rows)] = out
+                bar.update(rows.size)
+            results.append(result)
+    return results

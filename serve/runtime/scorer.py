@@ -63,6 +63,10 @@ class PairBackend(Protocol):
         self, pairs: Sequence[tuple[str, str]], show_progress: bool = False
     ) -> tuple[torch.Tensor, np.ndarray]: ...
 
+    def pair_logits_many(
+        self, pair_lists: Sequence[Sequence[tuple[str, str]]], show_progress: bool = False
+    ) -> list[tuple[torch.Tensor, np.ndarray]]: ...
+
 
 def _check_pairs(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     items = list(pairs)
@@ -96,6 +100,18 @@ class Scorer(ABC):
         if not items:
             raise InvalidInputError("no (query, document) pairs to score")
         return self._score(items)
+
+    def score_many(self, pair_lists: Sequence[Sequence[tuple[str, str]]]) -> list[Scored]:
+        """:meth:`score` of each list, computed together where the model allows (a cross-encoder's
+        forward batches of all lists share the forward lanes); each list's result is bitwise what
+        :meth:`score` gives it alone."""
+        checked = [_check_pairs(pairs) for pairs in pair_lists]
+        if not all(checked):
+            raise InvalidInputError("no (query, document) pairs to score")
+        return self._score_many(checked)
+
+    def _score_many(self, pair_lists: list[list[tuple[str, str]]]) -> list[Scored]:
+        return [self._score(pairs) for pairs in pair_lists]
 
     def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(scores float32 (n,), logits float32 (n, c), truncated bool (n,))`` for ``pairs``."""
@@ -156,13 +172,18 @@ class PairScorer(Scorer):
             self.backend = TransformersBackend(spec, settings)
 
     def _score(self, pairs: list[tuple[str, str]]) -> Scored:
-        raw, truncated = self.backend.pair_logits(pairs)
-        return Scored(
-            scores=hps.logit_scores(raw, self.scoring),
-            logits=raw.float().numpy(),
-            keys=hps.rank_keys(raw, self.scoring),
-            truncated=truncated,
-        )
+        return self._score_many([pairs])[0]
+
+    def _score_many(self, pair_lists: list[list[tuple[str, str]]]) -> list[Scored]:
+        return [
+            Scored(
+                scores=hps.logit_scores(raw, self.scoring),
+                logits=raw.float().numpy(),
+                keys=hps.rank_keys(raw, self.scoring),
+                truncated=truncated,
+            )
+            for raw, truncated in self.backend.pair_logits_many(pair_lists)
+        ]
 
 
 class BiEncoderScorer(Scorer):

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from steadyrank.serve.runtime.batching import Batch, make_batch, run_batched
+from steadyrank.serve.runtime.batching import Batch, make_batch, run_batched_many
 from steadyrank.serve.runtime.errors import ModelLoadError
 from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.loading import load_tokenizer, load_torch_model, resolve_device, torch_dtype
@@ -124,10 +124,10 @@ class TransformersBackend:
 
     # ---- public entry points -------------------------------------------------------------
 
-    def _run(self, encoded: Encoded, forward: Any, left: bool, show_progress: bool, desc: str) -> torch.Tensor:
-        return run_batched(
-            encoded.input_ids,
-            encoded.token_type_ids,
+    def _run(self, encoded: Sequence[Encoded], forward: Any, left: bool, show_progress: bool,
+             desc: str) -> list[torch.Tensor]:
+        return run_batched_many(
+            [(e.input_ids, e.token_type_ids) for e in encoded],
             forward=forward,
             batch_tokens=self.settings.batch_tokens,
             batch_size=self.settings.batch_size,
@@ -143,7 +143,7 @@ class TransformersBackend:
         """Pooled (un-normalised) embeddings in the model dtype, (n, dim) on CPU, and truncation flags."""
         encoded = encode_texts(self.tokenizer, texts, self.max_length, self.settings.overflow)
         desc = f"encode {self.settings.precision}"
-        return self._run(encoded, self._pool, False, show_progress, desc), encoded.truncated
+        return self._run([encoded], self._pool, False, show_progress, desc)[0], encoded.truncated
 
     def pair_logits(
         self, pairs: Sequence[tuple[str, str]], show_progress: bool = False
@@ -153,12 +153,24 @@ class TransformersBackend:
         Cross-encoder: the classification head's 1 or 2 logits. Causal LM: last-position logits of
         ``[no_token, yes_token]``.
         """
+        return self.pair_logits_many([pairs], show_progress)[0]
+
+    def pair_logits_many(
+        self, pair_lists: Sequence[Sequence[tuple[str, str]]], show_progress: bool = False
+    ) -> list[tuple[torch.Tensor, np.ndarray]]:
+        """:meth:`pair_logits` of each list, their forward batches run together
+        (:func:`serve.runtime.batching.run_batched_many`: each list's result is what it gets alone)."""
         s = self.settings
         desc = f"score {s.precision}"
         if self.spec.kind == "cross-encoder":
-            encoded = encode_pairs(self.tokenizer, pairs, self.max_length, s.overflow)
-            return self._run(encoded, self._classify, False, show_progress, desc), encoded.truncated
-        encoded = encode_prompts(
-            self.tokenizer, pairs, s.prompt_template, s.instruction, self.max_length, s.overflow, s.truncation_side
-        )
-        return self._run(encoded, self._yes_no, True, show_progress, desc), encoded.truncated
+            encoded = [encode_pairs(self.tokenizer, pairs, self.max_length, s.overflow) for pairs in pair_lists]
+            forward, left = self._classify, False
+        else:
+            encoded = [
+                encode_prompts(self.tokenizer, pairs, s.prompt_template, s.instruction, self.max_length, s.overflow,
+                               s.truncation_side)
+                for pairs in pair_lists
+            ]
+            forward, left = self._yes_no, True
+        outs = self._run(encoded, forward, left, show_progress, desc)
+        return [(out, e.truncated) for out, e in zip(outs, encoded, strict=True)]

@@ -95,3 +95,9 @@ class VllmBackend:
         outputs = self.llm.classify(prompts, pooling_params=self._pooling, use_tqdm=show_progress)
         logits = torch.tensor([list(o.outputs.probs) for o in outputs], dtype=torch.float32)
         return logits.to(self.dtype), encoded.truncated
+
+    def pair_logits_many(
+        self, pair_lists: Sequence[Sequence[tuple[str, str]]], show_progress: bool = False
+    ) -> list[tuple[torch.Tensor, np.ndarray]]:
+        """:meth:`pair_logits` of each list in turn (vLLM schedules the batches of each call itself)."""
+        return [self.pair_logits(pairs, show_progress) for pairs in pair_lists]

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from steadyrank.serve.runtime import ModelSettings, load_scorer
-from steadyrank.serve.runtime.batching import run_batched
+from steadyrank.serve.runtime.batching import run_batched, run_batched_many
+from steadyrank.serve.runtime.errors import InvalidInputError
 from steadyrank.serve.runtime.lanes import forward_pool, lane_shape, start_lanes, use_forward_lanes
 
 
@@ -82,3 +83,43 @@ def test_scores_on_lanes_bitwise_equal_to_the_calling_thread(one_thread: None, c
     alone = scorer.score(pairs).logits
     use_forward_lanes(2, 1)
     assert np.array_equal(scorer.score(pairs).logits, alone)
+
+
+def test_inputs_of_one_call_share_the_lanes_and_keep_their_own_results(one_thread: None) -> None:
+    """run_batched_many: inputs of one batch run first in the calling thread; the batches of the
+    others are all queued on the lanes at once; each input comes back whole, in its own order."""
+    use_forward_lanes(2, 1)
+    start_lanes()  # this thread: 2 threads, for inputs of one batch
+    order: list[tuple[int, int]] = []  # (first token = input id, thread count) in the order run
+
+    def forward(batch):
+        order.append((int(batch.input_ids[0, 0]), torch.get_num_threads()))
+        return batch.attention_mask.sum(dim=1, keepdim=True) + 100 * batch.input_ids[:, :1]
+
+    inputs = [([[k] * n for n in lengths], None) for k, lengths in enumerate([(3, 1, 2), (4,), (2, 5), (1,)])]
+    outs = run_batched_many(inputs, forward=forward, batch_tokens=4, batch_size=1, pad_id=0,
+                            padding_side="right", device=torch.device("cpu"))
+    assert [out[:, 0].tolist() for out in outs] == [[3, 1, 2], [104], [202, 205], [301]]
+    assert order[:2] == [(1, 2), (3, 2)]  # the one-batch inputs, in the caller with every lane's threads
+    assert sorted(order[2:]) == [(0, 1)] * 3 + [(2, 1)] * 2  # the rest on the lanes
+    with pytest.raises(ValueError, match="at least one sequence"):
+        run_batched_many([([[1]], None), ([], None)], forward=forward, batch_tokens=4, batch_size=1, pad_id=0,
+                         padding_side="right", device=torch.device("cpu"))
+
+
+def test_score_many_is_bitwise_score_of_each_list(one_thread: None, cross_encoder_1: Path) -> None:
+    """A request scored in a call with others gets the bits it gets alone (the server batches
+    concurrent requests this way)."""
+    scorer = load_scorer(ModelSettings(path=str(cross_encoder_1), batch_size=2))
+    lists = [[(f"query {k}", " ".join(["word"] * n)) for n in lengths]
+             for k, lengths in enumerate([(1, 9, 4, 30, 2), (7,), (17, 5, 3), (2, 2)])]
+    use_forward_lanes(2, 1)
+    start_lanes()
+    alone = [scorer.score(pairs) for pairs in lists]
+    together = scorer.score_many(lists)
+    assert len(together) == len(lists)
+    for a, b in zip(alone, together, strict=True):
+        assert np.array_equal(a.logits, b.logits) and np.array_equal(a.keys, b.keys)
+        assert np.array_equal(a.truncated, b.truncated)
+    with pytest.raises(InvalidInputError, match="no .query, document. pairs"):
+        scorer.score_many([lists[0], []])

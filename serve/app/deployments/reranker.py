@@ -156,14 +156,12 @@ class Reranker:
         return await run_batch(self.executor, jobs, self._score_jobs, self.recorder, self.label)
 
     def _score_jobs(self, jobs: list[tuple[str, list[str]]]) -> list[dict[str, np.ndarray]]:
-        """One forward plan per job, all in this one compute-thread call: a request's scores depend
-        on its own pairs only, never on what else was in flight (rows of other requests would
-        change the padded shapes, and with them the last bits of FP32 results)."""
-        out = []
-        for query, docs in jobs:
-            scored = self.scorer.score([(query, doc) for doc in docs])
-            out.append({"scores": scored.scores, "keys": scored.keys, "truncated": scored.truncated})
-        return out
+        """One forward plan per job, all in this one compute-thread call (the jobs' batches share
+        the forward lanes, :meth:`Scorer.score_many`): a request's scores depend on its own pairs
+        only, never on what else was in flight (rows of other requests would change the padded
+        shapes, and with them the last bits of FP32 results)."""
+        scored = self.scorer.score_many([[(query, doc) for doc in docs] for query, docs in jobs])
+        return [{"scores": s.scores, "keys": s.keys, "truncated": s.truncated} for s in scored]
 
 
 def record_ties(recorder: Recorder, straddling_size: int, rescored: int) -> None:
