@@ -42,3 +42,14 @@ class Embedder:
         """L2-normalised embeddings, float32 numpy (n, dim), one row per text in input order."""
         pooled, _ = self.pooled(texts, show_progress=show_progress)
         return hps.embeddings(pooled, self.scoring)
+
+    def encode_many(self, text_lists: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """:meth:`encode` of each list, their forward batches sharing the forward lanes
+        (:func:`serve.runtime.batching.run_batched_many`); each list's vectors are bitwise what
+        :meth:`encode` gives it alone."""
+        items = [check_texts(texts, "texts") for texts in text_lists]
+        full = [k for k, texts in enumerate(items) if texts]
+        out = [np.zeros((0, self.dim), dtype=np.float32) for _ in items]
+        for k, (pooled, _) in zip(full, self.backend.pooled_many([items[k] for k in full]), strict=True):
+            out[k] = hps.embeddings(pooled, self.scoring)
+        return out

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from steadyrank.serve.runtime import ModelSettings, load_scorer
+from steadyrank.serve.runtime import ModelSettings, load_embedder, load_scorer
 from steadyrank.serve.runtime.batching import run_batched, run_batched_many
 from steadyrank.serve.runtime.errors import InvalidInputError
 from steadyrank.serve.runtime.lanes import forward_pool, lane_shape, start_lanes, use_forward_lanes
@@ -123,3 +123,17 @@ def test_score_many_is_bitwise_score_of_each_list(one_thread: None, cross_encode
         assert np.array_equal(a.truncated, b.truncated)
     with pytest.raises(InvalidInputError, match="no .query, document. pairs"):
         scorer.score_many([lists[0], []])
+
+
+def test_encode_many_is_bitwise_encode_of_each_list(one_thread: None) -> None:
+    """The embedder's dynamic batches: each request's vectors are the bits it gets alone; an empty
+    list gets no rows."""
+    embedder = load_embedder(ModelSettings(batch_size=2))
+    lists = [["a short text", "a somewhat longer text about something else", "x", "one more", "and another"],
+             ["alone"], [], ["two texts", "of similar length"]]
+    use_forward_lanes(2, 1)
+    start_lanes()
+    alone = [embedder.encode(texts) for texts in lists]
+    together = embedder.encode_many(lists)
+    assert [v.shape for v in together] == [(5, embedder.dim), (1, embedder.dim), (0, embedder.dim), (2, embedder.dim)]
+    assert all(np.array_equal(a, b) for a, b in zip(alone, together, strict=True))

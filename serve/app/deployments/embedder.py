@@ -57,14 +57,12 @@ class Embedder:
         return await run_batch(self.executor, jobs, self._encode, self.recorder, "embedder")
 
     def _encode(self, jobs: list[tuple[list[str], bool]]) -> list[dict[str, Any]]:
-        """One forward plan per job (as :meth:`Reranker._score_jobs`): a request's vectors never
-        depend on what else was in flight."""
-        out = []
-        for texts, count in jobs:
-            tokens = None
-            if count:
-                tokenizer = self.model.backend.tokenizer
-                ids = tokenizer(texts, truncation=True, max_length=self.model.max_length)["input_ids"]
-                tokens = int(sum(len(x) for x in ids))
-            out.append({"vectors": self.model.encode(texts), "tokens": tokens})
-        return out
+        """One forward plan per job, the jobs' batches sharing the forward lanes (as
+        :meth:`Reranker._score_jobs`): a request's vectors never depend on what else was in flight."""
+        vectors = self.model.encode_many([texts for texts, _ in jobs])
+        return [{"vectors": v, "tokens": self._tokens(texts) if count else None}
+                for v, (texts, count) in zip(vectors, jobs, strict=True)]
+
+    def _tokens(self, texts: list[str]) -> int:
+        ids = self.model.backend.tokenizer(texts, truncation=True, max_length=self.model.max_length)["input_ids"]
+        return int(sum(len(x) for x in ids))
