@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -132,20 +133,22 @@ def run_batched_many(
             return forward(make_batch(rows, ids, types, pad_id, padding_side, device)).cpu()
 
     pools = [forward_pool(len(plan)) for plan in plans]
-    outs: dict[tuple[int, int], Any] = {}
-    for k, plan in enumerate(plans):  # inputs of one batch first, while the lanes are free
-        if pools[k] is None:
-            outs.update({(k, j): run(k, rows) for j, rows in enumerate(plan)})
+    on_lanes = any(pool is not None for pool in pools)
+    outs: dict[tuple[int, int], torch.Tensor | Callable[[], torch.Tensor]] = {}
+    for k, plan in enumerate(plans):
+        if pools[k] is None:  # with lanes: now, before they start (no oversubscription); else lazily
+            for j, rows in enumerate(plan):
+                outs[(k, j)] = run(k, rows) if on_lanes else partial(run, k, rows)
     for k, plan in enumerate(plans):
         if pools[k] is not None:
-            outs.update({(k, j): pools[k].submit(run, k, rows) for j, rows in enumerate(plan)})
+            outs.update({(k, j): pools[k].submit(run, k, rows).result for j, rows in enumerate(plan)})
     results = []
     with tqdm(total=sum(len(ids) for ids, _ in inputs), desc=desc, unit="seq", disable=not show_progress) as bar:
         for k, plan in enumerate(plans):
             result: torch.Tensor | None = None
             for j, rows in enumerate(plan):
                 out = outs.pop((k, j))
-                out = out if isinstance(out, torch.Tensor) else out.result()
+                out = out() if callable(out) else out  # without lanes the batch runs here: the bar advances
                 if result is None:
                     result = torch.empty((len(inputs[k][0]), *out.shape[1:]), dtype=out.dtype)
                 result[torch.as_tensor(rows)] = out

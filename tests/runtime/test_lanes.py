@@ -137,3 +137,27 @@ def test_encode_many_is_bitwise_encode_of_each_list(one_thread: None) -> None:
     together = embedder.encode_many(lists)
     assert [v.shape for v in together] == [(5, embedder.dim), (1, embedder.dim), (0, embedder.dim), (2, embedder.dim)]
     assert all(np.array_equal(a, b) for a, b in zip(alone, together, strict=True))
+
+
+def test_without_lanes_each_batch_runs_as_the_progress_bar_reaches_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline work (an index build) runs without lanes: its progress bar must advance batch by
+    batch, not jump to the end after every batch ran."""
+    import steadyrank.serve.runtime.batching as batching
+
+    events: list[str] = []
+
+    class Bar:
+        def __init__(self, **_: object) -> None: ...
+        def __enter__(self) -> Bar: return self
+        def __exit__(self, *_: object) -> None: ...
+        def update(self, n: int) -> None: events.append(f"update {n}")
+
+    def forward(batch):
+        events.append("forward")
+        return batch.attention_mask.sum(dim=1, keepdim=True)
+
+    monkeypatch.setattr(batching, "tqdm", Bar)
+    use_forward_lanes(1, torch.get_num_threads())
+    run_batched_many([([[5] * n for n in (3, 2, 1)], None)], forward=forward, batch_tokens=4, batch_size=1,
+                     pad_id=0, padding_side="right", device=torch.device("cpu"), show_progress=True)
+    assert events == ["forward", "update 1"] * 3
