@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import torch
@@ -89,15 +89,6 @@ def make_batch(
 Inputs = tuple[Sequence[Sequence[int]], Sequence[Sequence[int]] | None]  # (input_ids, token_type_ids)
 
 
-def run_batched(
-    input_ids: Sequence[Sequence[int]],
-    token_type_ids: Sequence[Sequence[int]] | None,
-    **options: Any,
-) -> torch.Tensor:
-    """:func:`run_batched_many` for one input."""
-    return run_batched_many([(input_ids, token_type_ids)], **options)[0]
-
-
 def run_batched_many(
     inputs: Sequence[Inputs],
     *,
@@ -125,7 +116,7 @@ def run_batched_many(
     """
     plans = [plan_batches([len(ids) for ids in ids_], batch_tokens, batch_size, max_padding) for ids_, _ in inputs]
     if not all(plans):
-        raise ValueError("run_batched needs at least one sequence per input")
+        raise ValueError("run_batched_many needs at least one sequence per input")
 
     def run(k: int, rows: np.ndarray) -> torch.Tensor:
         with torch.inference_mode():  # thread-local: set here, in whichever thread runs the batch

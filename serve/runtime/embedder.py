@@ -33,23 +33,26 @@ class Embedder:
 
     def pooled(self, texts: Sequence[str], *, show_progress: bool = False) -> tuple[torch.Tensor, np.ndarray]:
         """Pooled, un-normalised embeddings in the model dtype (n, dim) and per-text truncation flags."""
-        items = check_texts(texts, "texts")
-        if not items:
-            return torch.empty((0, self.dim), dtype=self.backend.dtype), np.zeros(0, dtype=bool)
-        return self.backend.pooled(items, show_progress=show_progress)
+        return self.pooled_many([texts], show_progress=show_progress)[0]
+
+    def pooled_many(
+        self, text_lists: Sequence[Sequence[str]], *, show_progress: bool = False
+    ) -> list[tuple[torch.Tensor, np.ndarray]]:
+        """:meth:`pooled` of each list, their forward batches sharing the forward lanes
+        (:func:`serve.runtime.batching.run_batched_many`): each list's result is bitwise what it
+        gets alone; an empty list gets no rows."""
+        items = [check_texts(texts, "texts") for texts in text_lists]
+        full = [k for k, texts in enumerate(items) if texts]
+        out = [(torch.empty((0, self.dim), dtype=self.backend.dtype), np.zeros(0, dtype=bool)) for _ in items]
+        for k, result in zip(full, self.backend.pooled_many([items[k] for k in full], show_progress), strict=True):
+            out[k] = result
+        return out
 
     def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
         """L2-normalised embeddings, float32 numpy (n, dim), one row per text in input order."""
-        pooled, _ = self.pooled(texts, show_progress=show_progress)
-        return hps.embeddings(pooled, self.scoring)
+        return self.encode_many([texts], show_progress=show_progress)[0]
 
-    def encode_many(self, text_lists: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        """:meth:`encode` of each list, their forward batches sharing the forward lanes
-        (:func:`serve.runtime.batching.run_batched_many`); each list's vectors are bitwise what
-        :meth:`encode` gives it alone."""
-        items = [check_texts(texts, "texts") for texts in text_lists]
-        full = [k for k, texts in enumerate(items) if texts]
-        out = [np.zeros((0, self.dim), dtype=np.float32) for _ in items]
-        for k, (pooled, _) in zip(full, self.backend.pooled_many([items[k] for k in full]), strict=True):
-            out[k] = hps.embeddings(pooled, self.scoring)
-        return out
+    def encode_many(self, text_lists: Sequence[Sequence[str]], *, show_progress: bool = False) -> list[np.ndarray]:
+        """:meth:`encode` of each list (batches shared as in :meth:`pooled_many`)."""
+        return [hps.embeddings(pooled, self.scoring) for pooled, _ in self.pooled_many(text_lists,
+                                                                                          show_progress=show_progress)]

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyrank.serve.runtime.batching import pad, plan_batches, run_batched
+from steadyrank.serve.runtime.batching import pad, plan_batches, run_batched_many
 
 
 @settings(max_examples=150, deadline=None)
@@ -48,11 +48,11 @@ def test_run_batched_returns_rows_in_input_order_padded_per_batch() -> None:
         widths.append(batch.input_ids.shape[1])
         return batch.attention_mask.sum(dim=1, keepdim=True)  # each row's true length
 
-    out = run_batched(seqs, None, forward=forward, batch_tokens=18, batch_size=8, pad_id=0,
-                      padding_side="right", device=torch.device("cpu"))
+    out = run_batched_many([(seqs, None)], forward=forward, batch_tokens=18, batch_size=8, pad_id=0,
+                           padding_side="right", device=torch.device("cpu"))[0]
     assert out[:, 0].tolist() == [3, 9, 1, 5, 9, 2]
     assert widths == [9, 5, 1]  # batches {9, 9}, {5, 3, 2}, {1}: each padded to its own longest row
     widths.clear()
-    run_batched(seqs, None, forward=forward, batch_tokens=1000, batch_size=4, pad_id=0,
-                padding_side="left", device=torch.device("cpu"))
+    run_batched_many([(seqs, None)], forward=forward, batch_tokens=1000, batch_size=4, pad_id=0,
+                     padding_side="left", device=torch.device("cpu"))
     assert widths == [9, 2]  # {9, 9, 5, 3}, {2, 1}: the row bound binds

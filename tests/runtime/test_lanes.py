@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from steadyrank.serve.runtime import ModelSettings, load_embedder, load_scorer
-from steadyrank.serve.runtime.batching import run_batched, run_batched_many
+from steadyrank.serve.runtime.batching import run_batched_many
 from steadyrank.serve.runtime.errors import InvalidInputError
 from steadyrank.serve.runtime.lanes import forward_pool, lane_shape, start_lanes, use_forward_lanes
 
@@ -37,8 +37,8 @@ def test_batches_run_on_every_lane_at_once(one_thread: None) -> None:
         seen.append((threading.get_ident(), torch.get_num_threads(), torch.is_inference_mode_enabled()))
         return batch.attention_mask.sum(dim=1, keepdim=True)
 
-    out = run_batched([[5] * n for n in (4, 1, 3, 2)], None, forward=forward, batch_tokens=4, batch_size=1,
-                      pad_id=0, padding_side="right", device=torch.device("cpu"))
+    out = run_batched_many([([[5] * n for n in (4, 1, 3, 2)], None)], forward=forward, batch_tokens=4, batch_size=1,
+                           pad_id=0, padding_side="right", device=torch.device("cpu"))[0]
     assert out[:, 0].tolist() == [4, 1, 3, 2]  # input order, whichever lane ran which batch
     assert len({ident for ident, _, _ in seen}) == 2 and all(n == 1 and inference for _, n, inference in seen)
     assert threading.get_ident() not in {ident for ident, _, _ in seen}
@@ -53,8 +53,8 @@ def test_a_call_of_one_batch_runs_in_the_calling_thread_with_every_lanes_threads
         seen.append((threading.get_ident(), torch.get_num_threads()))
         return batch.attention_mask.sum(dim=1, keepdim=True)
 
-    out = run_batched([[5] * n for n in (4, 3)], None, forward=forward, batch_tokens=64, batch_size=8,
-                      max_padding=0.5, pad_id=0, padding_side="right", device=torch.device("cpu"))
+    out = run_batched_many([([[5] * n for n in (4, 3)], None)], forward=forward, batch_tokens=64, batch_size=8,
+                           max_padding=0.5, pad_id=0, padding_side="right", device=torch.device("cpu"))[0]
     assert out[:, 0].tolist() == [4, 3]
     assert seen == [(threading.get_ident(), 2)]
 
