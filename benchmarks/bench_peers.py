@@ -28,10 +28,10 @@ it, wait for the first successful rerank (cold start = launch → that answer), 
 machine's and the server tree's CPU over ``--idle-s`` seconds idle, run every row, stop it
 (SIGTERM, then SIGKILL of whatever of its tree is left).
 
-Rows (closed loop, ``httpx`` async clients; documents of 60–120 words from the TREC-DL 2019 subset
-in ``--data``; every request a fresh random pick): rerank 1 doc × 1 client; 20 docs × 1, 8, 32, 128
-clients; 100 docs × 1, 8, 32 clients; embeddings 1 text × 1 client; 16 texts × 8 clients. Each row
-is measured over a :class:`benchmarks._load.Window` (``--warmup``, ``--duration``,
+Rows (closed loop, ``aiohttp`` async clients, :func:`benchmarks._load.client_session`; documents of
+60–120 words from the TREC-DL 2019 subset in ``--data``; every request a fresh random pick):
+rerank 1 doc × 1 client; 20 docs × 1, 8, 32, 128 clients; 100 docs × 1, 8, 32 clients; embeddings
+1 text × 1 client; 16 texts × 8 clients. Each row is measured over a :class:`benchmarks._load.Window` (``--warmup``, ``--duration``,
 ``--max-duration``); requests still in flight at its end get ``--drain-s`` seconds, then are
 cancelled.
 

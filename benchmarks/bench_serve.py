@@ -57,7 +57,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._load import Window, closed_loop, free_port, peak_rss_mb, summarise  # noqa: E402
+from benchmarks._load import Window, client_session, closed_loop, free_port, peak_rss_mb, summarise  # noqa: E402
 from benchmarks._report import emit  # noqa: E402
 
 API_KEY = "bench-key"
@@ -179,21 +179,20 @@ class InProcess:
 async def _open_loop(url: str, inputs: list, rate: float, window: dict, top_n: int, seed: int) -> dict[str, Any]:
     """Poisson arrivals at ``rate`` requests/s for ``warmup + duration`` seconds; the requests that
     arrive after the warm-up are measured, latency from their scheduled arrival to the response."""
-    import httpx
-
     bodies = rerank_bodies(inputs, top_n)
     rng = np.random.default_rng(seed)
     codes: dict[int, int] = {}
     records: list[tuple[float, float, bool]] = []
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
-    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits, headers=HEADERS) as client:
-        await client.post("/v1/rerank", content=bodies[0])
+    async with client_session(url, 256, 600, HEADERS) as client:
+        async with client.post("/v1/rerank", data=bodies[0]) as response:
+            await response.read()
 
         async def one(body: bytes, due: float, measured: bool) -> None:
-            response = await client.post("/v1/rerank", content=body)
-            codes[response.status_code] = codes.get(response.status_code, 0) + 1
+            async with client.post("/v1/rerank", data=body) as response:
+                await response.read()
+            codes[response.status] = codes.get(response.status, 0) + 1
             if measured:
-                records.append((due, time.perf_counter(), response.status_code == 200))
+                records.append((due, time.perf_counter(), response.status == 200))
 
         begin = time.perf_counter()
         measured_from, end = begin + window["warmup"], begin + window["warmup"] + window["duration"]

@@ -126,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             cpus = args.num_cpus if args.num_cpus is not None else max(float(os.cpu_count() or 1), math.ceil(reserved))
             ray.init(num_cpus=math.ceil(max(cpus, reserved)), include_dashboard=dashboard)
+            _stop_autoscaler_monitor()
     except Exception as exc:  # noqa: BLE001 — Ray raises bare Exception when its processes do not come up
         where = f"the Ray cluster at {args.address}" if args.address is not None else "a local Ray instance"
         print(f"steadyrank serve: error: could not start {where}: {exc} (an overloaded machine starts Ray "
@@ -164,6 +165,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 APP_NAME = "steadyrank"
+
+
+def _stop_autoscaler_monitor() -> None:
+    """Stop the autoscaler monitor of the Ray head this process just started (~85 MB resident, and
+    a poll of the GCS every second). It only adds and removes nodes for a cluster launched with an
+    autoscaling config, which a local head never has; Serve's replica autoscaling runs in the Serve
+    controller. ``ray.init`` has no switch for it (``ray start --head --no-monitor`` has), so it is
+    stopped through the node handle ``ray.init`` keeps: what ``ray.shutdown`` then stops is the
+    rest. A cluster joined with ``--address`` is left as it is."""
+    from ray._private import worker
+
+    worker._global_node.kill_monitor(check_alive=False)
 
 
 class _Stopped(Exception):

@@ -171,9 +171,12 @@ async def _in_flight_then_signal(srv: Server, sig: signal.Signals, n: int) -> tu
                          ids=["SIGTERM-colocated", "SIGINT-split"], indirect=["server"])
 def test_signal_drains_in_flight_requests_and_leaves_no_process(server: Server, sig: signal.Signals) -> None:
     """Both layouts drain: in flight at the signal → 200, sent after it → refused, exit 0, no
-    Traceback, no process of the tree left (one signal per layout keeps the suite's time)."""
+    Traceback, no process of the tree left (one signal per layout keeps the suite's time). The
+    local Ray head runs without the autoscaler monitor, which it has no use for."""
     tree = server.tree()
     assert any("raylet" in " ".join(p.cmdline()) for p in tree), "the Ray processes were not found"
+    monitors = [" ".join(p.cmdline()) for p in tree if any(a.endswith("/monitor.py") for a in p.cmdline())]
+    assert not monitors, f"the local Ray head still runs the autoscaler monitor: {monitors}"
     _assert_forward_passes_favoured(server, "Ingress" if server.layout == "colocated" else "Reranker")
     results, signalled, late = asyncio.run(_in_flight_then_signal(server, sig, n=4))
     code = server.process.wait(timeout=120)
