@@ -126,13 +126,14 @@ def run(args: argparse.Namespace) -> int:
         else:
             cpus = args.num_cpus if args.num_cpus is not None else max(float(os.cpu_count() or 1), math.ceil(reserved))
             ray.init(num_cpus=math.ceil(max(cpus, reserved)), include_dashboard=dashboard)
-            _stop_autoscaler_monitor()
     except Exception as exc:  # noqa: BLE001 — Ray raises bare Exception when its processes do not come up
         where = f"the Ray cluster at {args.address}" if args.address is not None else "a local Ray instance"
         print(f"steadyrank serve: error: could not start {where}: {exc} (an overloaded machine starts Ray "
               "slowly: retry, or free CPU)", file=sys.stderr, flush=True)
         ray.shutdown()  # stops whatever of Ray's processes did start
         return 1
+    if args.address is None:
+        _stop_autoscaler_monitor()
     stop = _StopSignals()  # after ray.init, which installs its own SIGTERM handler
     try:
         access_log = {"enable_access_log": settings.server.access_log}
@@ -173,10 +174,13 @@ def _stop_autoscaler_monitor() -> None:
     autoscaling config, which a local head never has; Serve's replica autoscaling runs in the Serve
     controller. ``ray.init`` has no switch for it (``ray start --head --no-monitor`` has), so it is
     stopped through the node handle ``ray.init`` keeps: what ``ray.shutdown`` then stops is the
-    rest. A cluster joined with ``--address`` is left as it is."""
+    rest. A cluster joined with ``--address`` is left as it is. The handle is Ray's private API: a
+    Ray without it leaves the monitor running (``tests/serve/test_lifecycle.py`` then fails)."""
     from ray._private import worker
 
-    worker._global_node.kill_monitor(check_alive=False)
+    kill_monitor = getattr(getattr(worker, "_global_node", None), "kill_monitor", None)
+    if kill_monitor is not None:
+        kill_monitor(check_alive=False)
 
 
 class _Stopped(Exception):
