@@ -139,14 +139,11 @@ class TransformersBackend:
             desc=desc,
         )
 
-    def pooled(self, texts: Sequence[str], show_progress: bool = False) -> tuple[torch.Tensor, np.ndarray]:
-        """Pooled (un-normalised) embeddings in the model dtype, (n, dim) on CPU, and truncation flags."""
-        return self.pooled_many([texts], show_progress)[0]
-
     def pooled_many(
         self, text_lists: Sequence[Sequence[str]], show_progress: bool = False
     ) -> list[tuple[torch.Tensor, np.ndarray]]:
-        """:meth:`pooled` of each list, their forward batches run together (as :meth:`pair_logits_many`)."""
+        """Per list: pooled (un-normalised) embeddings in the model dtype, (n, dim) on CPU, and
+        truncation flags; the lists' forward batches run together (as :meth:`pair_logits_many`)."""
         encoded = [encode_texts(self.tokenizer, texts, self.max_length, self.settings.overflow) for texts in text_lists]
         outs = self._run(encoded, self._pool, False, show_progress, f"encode {self.settings.precision}")
         return [(out, e.truncated) for out, e in zip(outs, encoded, strict=True)]
