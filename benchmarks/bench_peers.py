@@ -162,6 +162,9 @@ class Peer:
         return found
 
 
+PEER_NAMES = ("infinity", "steadyrank", "steadyrank-proxy")
+
+
 def infinity_peer(binary: str, cross: Path, embedder: Path, port: int, threads: int, batch: int) -> Peer:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "INFINITY_ANONYMOUS_USAGE_STATS": "0", "DO_NOT_TRACK": "1"}
@@ -172,22 +175,26 @@ def infinity_peer(binary: str, cross: Path, embedder: Path, port: int, threads: 
     return Peer("infinity", command, env, "/rerank", "/embeddings", "cross-encoder", "embedder")
 
 
-def steadyrank_peer(cross: Path, embedder: Path, port: int, threads: int, workdir: Path) -> Peer:
-    settings = {
+def steadyrank_peer(name: str, cross: Path, embedder: Path, port: int, threads: int, workdir: Path) -> Peer:
+    """``steadyrank``: the default settings; ``steadyrank-proxy``: the same with ``server.ingress: proxy``
+    (Ray Serve's Python proxy in front instead of HAProxy), for an A/B of the HTTP front in one run."""
+    settings: dict[str, Any] = {
         "cache_dir": str(workdir / "cache"),
         "embedder": {"path": str(embedder), "precision": "fp32"},
         "reranker": {"path": str(cross), "precision": "fp32"},
         "quality": {"enabled": False},
         "deployments": {"reranker": {"torch_threads": threads}, "embedder": {"torch_threads": threads}},
     }
-    config = workdir / "steadyrank-settings.json"
+    if name == "steadyrank-proxy":
+        settings["server"] = {"ingress": "proxy"}
+    config = workdir / f"{name}-settings.json"
     config.write_text(json.dumps(settings, indent=2))
     ray_tmp = Path(tempfile.mkdtemp(prefix="srpeer-", dir="/tmp"))  # short: Ray's unix sockets live under it
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.update(RAY_TMPDIR=str(ray_tmp), RAY_USAGE_STATS_ENABLED="0", HF_HUB_OFFLINE="1")
     command = [sys.executable, "-m", "steadyrank.serve.cli", "serve", "--config", str(config), "--port", str(port)]
     prepare = [sys.executable, "-m", "steadyrank.serve.cli", "serve", "--config", str(config), "--check"]
-    return Peer("steadyrank", command, env, "/v1/rerank", "/v1/embeddings", None, None, ray_tmp, prepare)
+    return Peer(name, command, env, "/v1/rerank", "/v1/embeddings", None, None, ray_tmp, prepare)
 
 
 class Running:
@@ -336,7 +343,9 @@ def main() -> None:
                         help="comma-separated row names to run: " + ", ".join(r[0] for r in ROWS) + " (default all)")
     parser.add_argument("--clients", default="", help="comma-separated client counts to keep of the "
                         "selected rows (default: every count of each row)")
-    parser.add_argument("--peers", default="infinity,steadyrank", help="which servers, in order (default %(default)s)")
+    parser.add_argument("--peers", default="infinity,steadyrank", help="which servers, in order, from "
+                        f"{', '.join(PEER_NAMES)} (default %(default)s; steadyrank-proxy: steadyrank with "
+                        "server.ingress proxy; the ratio columns compare steadyrank with infinity)")
     parser.add_argument("--duration", type=float, default=20.0, help="measured seconds per row at least (default %(default)s)")
     parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds per row (default %(default)s)")
     parser.add_argument("--min-requests", type=int, default=10,
@@ -364,6 +373,9 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--rows: unknown row(s) {sorted(unknown)}")
     rows = [r for r in ROWS if r[0] in wanted]
+    names = [p.strip() for p in args.peers.split(",") if p.strip()]
+    if set(names) - set(PEER_NAMES):
+        raise SystemExit(f"--peers: unknown peer(s) {sorted(set(names) - set(PEER_NAMES))}")
     if args.clients:
         levels = {int(c) for c in args.clients.split(",")}
         rows = [(n, k, i, tuple(c for c in cs if c in levels)) for n, k, i, cs in rows]
@@ -379,10 +391,10 @@ def main() -> None:
     log(f"{len(passages)} passages of 60–120 words, {len(queries)} queries; cross-encoder {cross}")
     workdir = Path(tempfile.mkdtemp(prefix="bench-peers-"))
     peers: dict[str, Any] = {}
-    for name in [p.strip() for p in args.peers.split(",") if p.strip()]:
+    for name in names:
         port = free_port()
         peer = (infinity_peer(args.infinity_bin, cross, embedder, port, args.threads, args.batch_size)
-                if name == "infinity" else steadyrank_peer(cross, embedder, port, args.threads, workdir))
+                if name == "infinity" else steadyrank_peer(name, cross, embedder, port, args.threads, workdir))
         try:
             peers[name] = run_peer(peer, port, queries, passages, args, rows, workdir)
         except RuntimeError as exc:  # a server that did not start: keep the other's results

@@ -39,7 +39,7 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from steadyrank.serve.app import protocol
-from steadyrank.serve.app.admission import WorkQueue
+from steadyrank.serve.app.admission import RefusalPacer, WorkQueue
 from steadyrank.serve.app.cpu_priority import renice_local_proxies
 from steadyrank.serve.app.dialects import cohere, contract, infinity, tei
 from steadyrank.serve.app.dialects import embeddings as embedding_dialect
@@ -167,6 +167,7 @@ class Ingress:
         self.in_flight = 0
         self.draining = False
         self.work = {model: WorkQueue(headroom=self.limits.admission_headroom) for model in ("reranker", "embedder")}
+        self.pacer = RefusalPacer(self.limits.refusals_per_s, self.limits.refusal_max_wait_s)
         self.names = ServedNames.from_settings(settings)
         self.reranker_tokens = TokenCutter(settings.reranker_model)
         self.embedder_tokens = TokenCutter(settings.embedder)
@@ -308,29 +309,42 @@ class Ingress:
         if refusal is not None:
             self.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason=refusal[0])
             response = refusal[1].response()
+            await self._pace(refusal[1])
             self.recorder.inc("steadyrank_requests_total", endpoint=endpoint, code=str(response.status_code))
             return response
         self.in_flight += record
+        error: ApiError | None = None
         try:
             response = await handler(request)
         except ApiError as exc:
-            response = exc.response()
+            error = exc
         except Exception as exc:  # noqa: BLE001 - a bug must not take the replica down
             from ray.serve.exceptions import BackPressureError
 
             if isinstance(root_cause(exc), BackPressureError) or isinstance(exc, BackPressureError):
-                response = Overloaded("server overloaded: too many queued requests; retry later",
-                                      self.limits.retry_after_s).response()
+                error = Overloaded("server overloaded: too many queued requests; retry later", self.limits.retry_after_s)
             else:
                 logger.exception("%s failed", endpoint)
                 response = error_response(500, "internal_error", f"internal error: {type(root_cause(exc)).__name__}: "
                                                                  f"{message_of(exc)}")
         finally:
             self.in_flight -= record
+        if error is not None:
+            response = error.response()
+            if record:
+                await self._pace(error)
         if record:  # user traffic of the scoring endpoints only
             self.recorder.inc("steadyrank_requests_total", endpoint=endpoint, code=str(response.status_code))
             self.recorder.observe("steadyrank_request_duration_seconds", time.perf_counter() - started, endpoint=endpoint)
         return response
+
+    async def _pace(self, error: ApiError) -> None:
+        """Hold an overload 503 (not a shutdown one) until its turn under ``limits.refusals_per_s``
+        (:class:`serve.app.admission.RefusalPacer`): the wait is on the event loop, no CPU."""
+        if type(error) is Overloaded:
+            wait = self.pacer.wait(time.monotonic())
+            if wait > 0:
+                await asyncio.sleep(wait)
 
     async def drain(self) -> dict[str, Any]:
         """Shutdown, step one (called by ``steadyrank serve`` on SIGTERM/SIGINT through the app

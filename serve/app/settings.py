@@ -317,6 +317,11 @@ class LimitsSettings(_Section):
         description="work-based admission of the model endpoints: a request is refused at once (503 + Retry-After) "
                     "when its predicted wait (queued documents or texts / the model's measured rate) exceeds this "
                     "fraction of its deadline; a large value turns it off")
+    refusals_per_s: float = Field(
+        25.0, ge=0, description="overload 503s one ingress replica sends per second at most: a refusal beyond waits "
+                                "(no CPU) for its turn, at most refusal_max_wait_s, so clients that retry at once "
+                                "cannot turn refusals into the main load; 0 = answer every refusal at once")
+    refusal_max_wait_s: float = Field(5.0, ge=0, description="longest a paced refusal waits; past it, answered at once")
 
 
 class AuthSettings(_Section):
@@ -362,6 +367,10 @@ class ServerSettings(_Section):
         description="on SIGTERM/SIGINT: seconds in-flight requests get to finish before Ray is shut down",
     )
     dashboard: bool = Field(False, description="start Ray's dashboard (and its agent processes) with the local Ray")
+    ingress: Literal["haproxy", "proxy"] = Field(
+        "haproxy", description="HTTP front of a local Ray head: haproxy (Ray Serve's HAProxy ingress: HAProxy routes "
+                               "each request to the Ingress replica's own HTTP server) or proxy (Ray Serve's Python "
+                               "proxy, one more hop); with --address the cluster's Ray settings decide")
     access_log: bool = Field(False, description="Ray Serve's per-request access log lines (proxy and every replica) "
                                                 "in Ray's log folder; steadyrank's metrics count every request either way")
 

@@ -4,15 +4,21 @@ then drain in-flight requests (``server.shutdown_grace_s``) and shut Serve and R
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from steadyrank.serve.app.settings import Settings
 
 DESCRIPTION = """\
 Start the steadyrank Ray Serve application on this machine and serve until Ctrl-C or SIGTERM.
@@ -73,6 +79,30 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
+def _use_haproxy_ingress(files: Path) -> None:
+    """Set up Ray Serve's HAProxy ingress for the local head (:func:`serve.app.ray_env.apply_haproxy_env`),
+    with free ports for its side listeners and its files (configuration, admin and metrics sockets,
+    server state) under ``files``, which the caller removes at exit (Ray's default is a shared
+    ``/tmp/haproxy-serve`` that every run leaves a folder in); a missing HAProxy binary is a
+    settings error."""
+    from steadyrank.serve.app.ray_env import apply_haproxy_env
+
+    with contextlib.ExitStack() as held:  # every socket stays bound until all are picked: distinct ports
+
+        def free_port() -> int:
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("0.0.0.0", 0))
+            return int(sock.getsockname()[1])
+
+        apply_haproxy_env(free_port, files)
+    from ray.serve._private.haproxy import get_haproxy_binary  # reads the environment set above
+
+    try:
+        get_haproxy_binary()
+    except FileNotFoundError as exc:
+        raise ValueError(f"server.ingress is haproxy, but {exc} (or set server.ingress: proxy)") from None
+
+
 def _progress(done: int, total: int) -> None:
     print(f"\rindexing the corpus: {done}/{total} documents", end="" if done < total else "\n",
           file=sys.stderr, flush=True)
@@ -114,6 +144,21 @@ def run(args: argparse.Namespace) -> int:
     from steadyrank.serve.app.ray_env import apply_ray_env
 
     apply_ray_env()  # before ray.init: the Ray processes it starts inherit them
+    haproxy_files = None
+    if args.address is None and settings.server.ingress == "haproxy":
+        # short: HAProxy takes unix socket paths of 97 characters at most, and Ray adds a node id (56)
+        haproxy_files = Path(tempfile.mkdtemp(prefix="sr-haproxy-", dir="/tmp"))
+    try:
+        if haproxy_files is not None:
+            _use_haproxy_ingress(haproxy_files)
+        return _serve_on_ray(args, settings, host, port, reserved)
+    finally:
+        if haproxy_files is not None:
+            shutil.rmtree(haproxy_files, ignore_errors=True)
+
+
+def _serve_on_ray(args: argparse.Namespace, settings: Settings, host: str, port: int, reserved: float) -> int:
+    """Start (or join) Ray, deploy the application, serve until a stop signal, drain, shut down."""
     import ray
     from ray import serve as ray_serve
 
@@ -133,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         ray.shutdown()  # stops whatever of Ray's processes did start
         return 1
     if args.address is None:
-        _stop_autoscaler_monitor()
+        _stop_idle_head_processes(dashboard)
     stop = _StopSignals()  # after ray.init, which installs its own SIGTERM handler
     try:
         access_log = {"enable_access_log": settings.server.access_log}
@@ -168,19 +213,27 @@ def run(args: argparse.Namespace) -> int:
 APP_NAME = "steadyrank"
 
 
-def _stop_autoscaler_monitor() -> None:
-    """Stop the autoscaler monitor of the Ray head this process just started (~85 MB resident, and
-    a poll of the GCS every second). It only adds and removes nodes for a cluster launched with an
-    autoscaling config, which a local head never has; Serve's replica autoscaling runs in the Serve
-    controller. ``ray.init`` has no switch for it (``ray start --head --no-monitor`` has), so it is
-    stopped through the node handle ``ray.init`` keeps: what ``ray.shutdown`` then stops is the
-    rest. A cluster joined with ``--address`` is left as it is. The handle is Ray's private API: a
-    Ray without it leaves the monitor running (``tests/serve/test_lifecycle.py`` then fails)."""
+def _stop_idle_head_processes(dashboard: bool) -> None:
+    """Stop the processes of the Ray head this process just started that a local server never uses:
+
+    - the autoscaler monitor (~85 MB resident, and a poll of the GCS every second). It only adds and
+      removes nodes for a cluster launched with an autoscaling config, which a local head never has;
+      Serve's replica autoscaling runs in the Serve controller. ``ray.init`` has no switch for it
+      (``ray start --head --no-monitor`` has).
+    - without ``server.dashboard``, the API-server process (``dashboard.py``, ~120 MB), which Ray
+      then starts with one module only, ``UsageStatsHead`` (Ray's usage-statistics reporter). The
+      dashboard *agent* of each node stays: the raylet shares its fate, and it exports Ray's metrics.
+
+    They are stopped through the node handle ``ray.init`` keeps: what ``ray.shutdown`` then stops
+    is the rest. A cluster joined with ``--address`` is left as it is. The handle is Ray's private
+    API: a Ray without it leaves both running (``tests/serve/test_lifecycle.py`` then fails)."""
     from ray._private import worker
 
-    kill_monitor = getattr(getattr(worker, "_global_node", None), "kill_monitor", None)
-    if kill_monitor is not None:
-        kill_monitor(check_alive=False)
+    node = getattr(worker, "_global_node", None)
+    kills = [getattr(node, "kill_monitor", None)] + ([] if dashboard else [getattr(node, "kill_dashboard", None)])
+    for kill in kills:
+        if kill is not None:
+            kill(check_alive=False)
 
 
 class _Stopped(Exception):

@@ -68,7 +68,7 @@ def app_settings(cache_dir: Path, cross_encoder: Path) -> dict[str, Any]:
         "canary": {"path": str(cross_encoder), "precision": "bf16", "scoring": "hps"},
         "limits": {"max_documents": 300, "max_document_chars": 5000, "max_query_chars": 500,
                    "max_body_bytes": 256 * 1024, "max_embedding_inputs": 64, "request_timeout_s": 120,
-                   "retry_after_s": 2, "max_in_flight": 8,
+                   "retry_after_s": 2, "max_in_flight": 8, "refusals_per_s": 10,
                    # work-based admission off (its refusals are tested in test_admission.py): the
                    # replicas' deadline drops must stay reachable by test_load_shedding.py
                    "admission_headroom": 100},

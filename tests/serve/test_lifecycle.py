@@ -172,12 +172,14 @@ async def _in_flight_then_signal(srv: Server, sig: signal.Signals, n: int) -> tu
 def test_signal_drains_in_flight_requests_and_leaves_no_process(server: Server, sig: signal.Signals) -> None:
     """Both layouts drain: in flight at the signal → 200, sent after it → refused, exit 0, no
     Traceback, no process of the tree left (one signal per layout keeps the suite's time). The
-    local Ray head runs without the autoscaler monitor, which it has no use for."""
+    local Ray head runs without the autoscaler monitor and the API server (with the dashboard off,
+    it holds only Ray's usage-statistics reporter), which it has no use for."""
     tree = server.tree()
     assert any("raylet" in " ".join(p.cmdline()) for p in tree), "the Ray processes were not found"
-    monitors = [" ".join(p.cmdline()) for p in tree if any(a.endswith("/monitor.py") for a in p.cmdline())]
-    assert not monitors, f"the local Ray head still runs the autoscaler monitor: {monitors}"
+    idle = [" ".join(p.cmdline()) for p in tree if any(a.endswith(("/monitor.py", "/dashboard.py")) for a in p.cmdline())]
+    assert not idle, f"the local Ray head still runs the autoscaler monitor or the API server: {idle}"
     _assert_forward_passes_favoured(server, "Ingress" if server.layout == "colocated" else "Reranker")
+    haproxy_files = _assert_haproxy_listens(server)
     results, signalled, late = asyncio.run(_in_flight_then_signal(server, sig, n=4))
     code = server.process.wait(timeout=120)
     output = server.output()
@@ -191,6 +193,7 @@ def test_signal_drains_in_flight_requests_and_leaves_no_process(server: Server, 
     while (left := alive(tree) + alive(ray_processes(server.ray_tmp))) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not left, "processes of the server's tree outlived it:\n" + "\n".join(left)
+    assert not haproxy_files.exists(), f"HAProxy's files outlived the server: {haproxy_files}"
 
 
 def _niceness_of_threads(pid: int) -> list[int]:
@@ -208,6 +211,22 @@ def _assert_forward_passes_favoured(srv: Server, deployment: str) -> None:
     assert proxies, "no Serve proxy in the server's tree"
     for proxy in proxies:
         assert set(_niceness_of_threads(proxy.pid)) == {19}
+
+
+def _assert_haproxy_listens(srv: Server) -> Path:
+    """server.ingress haproxy (the default): the HTTP port belongs to an HAProxy process of the
+    server's tree, and the Ingress replica listens on a port of its own (Serve's direct ingress).
+    Returns the server's HAProxy folder (``<folder>/<node id>/haproxy.cfg`` is HAProxy's ``-f``)."""
+    port = int(srv.url.rsplit(":", 1)[1])
+    listeners = {c.laddr.port: c.pid for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+    tree = {p.pid: p for p in srv.tree()}
+    assert listeners.get(port) in tree and tree[listeners[port]].name() == "haproxy", (port, listeners.get(port))
+    (ingress,) = _replica_processes(srv, "Ingress")
+    assert ingress.pid in listeners.values(), "the Ingress replica serves no HTTP port of its own"
+    command = tree[listeners[port]].cmdline()
+    folder = Path(command[command.index("-f") + 1]).parents[1]
+    assert folder.name.startswith("sr-haproxy-"), command
+    return folder
 
 
 def _replica_processes(srv: Server, deployment: str) -> list[psutil.Process]:

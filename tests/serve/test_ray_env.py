@@ -6,7 +6,16 @@ from pathlib import Path
 
 import yaml
 
-from steadyrank.serve.app.ray_env import NOT_READ_BY_REPLICAS, RAY_ENV_DEFAULTS, apply_ray_env, replica_env
+from steadyrank.serve.app.ray_env import (
+    HAPROXY_ENV_DEFAULTS,
+    HAPROXY_FILE_VARIABLES,
+    HAPROXY_PORT_VARIABLES,
+    NOT_READ_BY_REPLICAS,
+    RAY_ENV_DEFAULTS,
+    apply_haproxy_env,
+    apply_ray_env,
+    replica_env,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,6 +29,23 @@ def test_apply_sets_what_is_missing_and_keeps_what_the_user_exported() -> None:
         if other != name:
             assert environ[other] == value == in_force[other]
     assert environ["UNRELATED"] == "x"
+
+
+def test_haproxy_ingress_takes_a_port_per_side_listener_and_keeps_what_the_user_exported() -> None:
+    ports = iter(range(41000, 41100))
+    environ = {"RAY_SERVE_HAPROXY_STATS_PORT": "9999", "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "7",
+               "RAY_SERVE_HAPROXY_SOCKET_PATH": "/run/mine.sock"}
+    in_force = apply_haproxy_env(lambda: next(ports), Path("/tmp/srv-1"), environ)
+    assert environ["RAY_SERVE_ENABLE_HA_PROXY"] == HAPROXY_ENV_DEFAULTS["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
+    assert environ["RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] == "7"
+    assert environ["RAY_SERVE_HAPROXY_STATS_PORT"] == "9999"
+    picked = [environ[name] for name in HAPROXY_PORT_VARIABLES if name != "RAY_SERVE_HAPROXY_STATS_PORT"]
+    assert picked == ["41000", "41001", "41002"]
+    assert environ["RAY_SERVE_HAPROXY_CONFIG_FILE_LOC"] == "/tmp/srv-1/haproxy.cfg"  # the server's own folder
+    assert environ["RAY_SERVE_HAPROXY_SERVER_STATE_FILE"] == "/tmp/srv-1/state/server-state"
+    assert environ["RAY_SERVE_HAPROXY_SOCKET_PATH"] == "/run/mine.sock"
+    assert in_force == {name: environ[name] for name in (*HAPROXY_ENV_DEFAULTS, *HAPROXY_PORT_VARIABLES,
+                                                         *HAPROXY_FILE_VARIABLES)}
 
 
 def test_serve_config_carries_every_replica_variable() -> None:
