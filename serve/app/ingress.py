@@ -138,6 +138,11 @@ def message_of(exc: BaseException) -> str:
     return str(cause.args[0]) if cause.args else type(cause).__name__
 
 
+# The model deployment each scoring endpoint sends all its work to, for refusing before the body is
+# read (Ingress._refusal). The TEI routes are left out: their handlers answer errors in TEI's shape.
+MODEL_OF_ENDPOINT = {"rerank": "reranker", "rerank_v2": "reranker", "embeddings": "embedder"}
+
+
 @serve.deployment(name="Ingress")
 @serve.ingress(app)
 class Ingress:
@@ -276,13 +281,11 @@ class Ingress:
         """:meth:`_call` to a model deployment under work-based admission (:mod:`serve.app.admission`):
         ``units`` (documents or texts) are refused at once, 503 + ``Retry-After``, when the work
         queued at ``model`` would keep them past ``limits.admission_headroom`` × the deadline."""
-        queue = self.work[model]
-        retry_after = queue.refusal(units, deadline)
-        if retry_after is not None:
+        refused = self._work_refusal(model, units, deadline)
+        if refused is not None:
             self.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason="overloaded")
-            raise Overloaded(f"server overloaded: the {model} has about {queue.predicted_wait(units):.0f} s of work "
-                             f"queued, more than this request's deadline of {deadline:g} s allows; retry later",
-                             retry_after)
+            raise refused
+        queue = self.work[model]
         queue.start(units, time.monotonic())
         completed = False
         try:
@@ -292,20 +295,42 @@ class Ingress:
         finally:
             queue.finish(units, time.monotonic(), completed)
 
-    def _refusal(self) -> tuple[str, ApiError] | None:
+    def _work_refusal(self, model: str, units: int, deadline: float) -> Overloaded | None:
+        """The 503 for a request of ``units`` at ``model`` that work-based admission refuses, or None."""
+        queue = self.work[model]
+        retry_after = queue.refusal(units, deadline)
+        if retry_after is None:
+            return None
+        return Overloaded(f"server overloaded: the {model} has about {queue.predicted_wait(units):.0f} s of work "
+                          f"queued, more than this request's deadline of {deadline:g} s allows; retry later", retry_after)
+
+    def _refusal(self, endpoint: str, request: Request) -> tuple[str, ApiError] | None:
         """Why a new scoring request is refused before any work (the drop reason and the 503), or
-        None: the server drains for shutdown, or this replica has ``limits.max_in_flight`` in flight."""
+        None: the server drains for shutdown; this replica has ``limits.max_in_flight`` in flight;
+        or the endpoint's model has so much work queued that even one document or text would be
+        refused (:meth:`_work_refusal` with 1 unit: the predicted wait only grows with the units),
+        so an authorised request is refused before its body is read or parsed (a 100-document body
+        is ~60 kB of JSON)."""
         if self.draining:
             return "shutting_down", ShuttingDown("server shutting down: not taking new requests", self.limits.retry_after_s)
         if self.in_flight >= self.limits.max_in_flight:
             return "overloaded", Overloaded(f"server at capacity ({self.limits.max_in_flight} requests in flight); "
                                             "retry later", self.limits.retry_after_s)
-        return None
+        model = MODEL_OF_ENDPOINT.get(endpoint)
+        if model is None:
+            return None
+        try:
+            self._authorize(request)
+            deadline = self._deadline(request)
+        except ApiError:  # the handler answers 401/400 as for any request
+            return None
+        refused = self._work_refusal(model, 1, deadline)
+        return None if refused is None else ("overloaded", refused)
 
     async def _serve(self, endpoint: str, request: Request,
                      handler: Callable[[Request], Awaitable[Response]], record: bool = True) -> Response:
         started = time.perf_counter()
-        refusal = self._refusal() if record else None
+        refusal = self._refusal(endpoint, request) if record else None
         if refusal is not None:
             self.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason=refusal[0])
             response = refusal[1].response()
