@@ -131,7 +131,8 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
         yield srv
     finally:
         leftovers = srv.tree() if process.poll() is None else ray_processes(ray_tmp)
-        if process.poll() is None:
+        haproxy_files = [folder for proc in leftovers if (folder := _haproxy_folder(proc)) is not None]
+        if process.poll() is None:  # a SIGKILLed server cannot remove its HAProxy folder: done below
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         for proc in leftovers:  # only this test's own processes (its Ray temp folder, its session)
@@ -139,7 +140,19 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
                 proc.kill()
             except psutil.Error:
                 pass
-        shutil.rmtree(work, ignore_errors=True)
+        for folder in [work, *haproxy_files]:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _haproxy_folder(proc: psutil.Process) -> Path | None:
+    """The server's HAProxy folder if ``proc`` is its HAProxy (``-f <folder>/<node id>/haproxy.cfg``)."""
+    try:
+        name, command = proc.name(), proc.cmdline()
+    except psutil.Error:
+        return None
+    if name != "haproxy" or "-f" not in command:
+        return None
+    return Path(command[command.index("-f") + 1]).parents[1]
 
 
 async def _in_flight_then_signal(srv: Server, sig: signal.Signals, n: int) -> tuple[list, float, object]:
@@ -223,9 +236,8 @@ def _assert_haproxy_listens(srv: Server) -> Path:
     assert listeners.get(port) in tree and tree[listeners[port]].name() == "haproxy", (port, listeners.get(port))
     (ingress,) = _replica_processes(srv, "Ingress")
     assert ingress.pid in listeners.values(), "the Ingress replica serves no HTTP port of its own"
-    command = tree[listeners[port]].cmdline()
-    folder = Path(command[command.index("-f") + 1]).parents[1]
-    assert folder.name.startswith("sr-haproxy-"), command
+    folder = _haproxy_folder(tree[listeners[port]])
+    assert folder is not None and folder.name.startswith("sr-haproxy-"), folder
     return folder
 
 
