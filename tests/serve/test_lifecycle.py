@@ -236,8 +236,10 @@ def _assert_haproxy_listens(srv: Server) -> Path:
     assert listeners.get(port) in tree and tree[listeners[port]].name() == "haproxy", (port, listeners.get(port))
     (ingress,) = _replica_processes(srv, "Ingress")
     assert ingress.pid in listeners.values(), "the Ingress replica serves no HTTP port of its own"
-    folder = _haproxy_folder(tree[listeners[port]])
-    assert folder is not None and folder.name.startswith("sr-haproxy-"), folder
+    # from every HAProxy of the tree: Ray reloads HAProxy as replicas come and go, so the listener
+    # may be an old process that is exiting and no longer shows its command line
+    (folder,) = {f for proc in tree.values() if (f := _haproxy_folder(proc)) is not None}
+    assert folder.name.startswith("sr-haproxy-"), folder
     return folder
 
 
