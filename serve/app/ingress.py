@@ -308,24 +308,25 @@ class Ingress:
         """Why a new scoring request is refused before any work (the drop reason and the 503), or
         None: the server drains for shutdown; this replica has ``limits.max_in_flight`` in flight;
         or the endpoint's model has so much work queued that even one document or text would be
-        refused (:meth:`_work_refusal` with 1 unit: the predicted wait only grows with the units),
-        so an authorised request is refused before its body is read or parsed (a 100-document body
-        is ~60 kB of JSON)."""
+        refused under the longest deadline (:meth:`_work_refusal` with 1 unit and
+        ``limits.request_timeout_s``: the predicted wait only grows with the units, and a request's
+        own deadline is never longer), so an authorised request is refused before its body is read
+        or parsed (a 100-document body is ~60 kB of JSON). Only then are its key and deadline read
+        here; every other request is checked by its handler alone."""
         if self.draining:
             return "shutting_down", ShuttingDown("server shutting down: not taking new requests", self.limits.retry_after_s)
         if self.in_flight >= self.limits.max_in_flight:
             return "overloaded", Overloaded(f"server at capacity ({self.limits.max_in_flight} requests in flight); "
                                             "retry later", self.limits.retry_after_s)
         model = MODEL_OF_ENDPOINT.get(endpoint)
-        if model is None:
+        if model is None or self._work_refusal(model, 1, self.limits.request_timeout_s) is None:
             return None
         try:
             self._authorize(request)
             deadline = self._deadline(request)
         except ApiError:  # the handler answers 401/400 as for any request
             return None
-        refused = self._work_refusal(model, 1, deadline)
-        return None if refused is None else ("overloaded", refused)
+        return "overloaded", self._work_refusal(model, 1, deadline)  # refused: deadline <= request_timeout_s
 
     async def _serve(self, endpoint: str, request: Request,
                      handler: Callable[[Request], Awaitable[Response]], record: bool = True) -> Response:
