@@ -231,16 +231,33 @@ def _assert_haproxy_listens(srv: Server) -> Path:
     server's tree, and the Ingress replica listens on a port of its own (Serve's direct ingress).
     Returns the server's HAProxy folder (``<folder>/<node id>/haproxy.cfg`` is HAProxy's ``-f``)."""
     port = int(srv.url.rsplit(":", 1)[1])
-    listeners = {c.laddr.port: c.pid for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
-    tree = {p.pid: p for p in srv.tree()}
-    assert listeners.get(port) in tree and tree[listeners[port]].name() == "haproxy", (port, listeners.get(port))
+    # Ray reloads HAProxy as replicas come and go (a new process takes the listening socket over and
+    # the old one exits), so the listener seen may be gone by the time the tree is read: read both
+    # again until they agree, for at most 30 s
+    deadline = time.monotonic() + 30
+    while True:
+        connections = psutil.net_connections("tcp")
+        tree = {p.pid: p for p in srv.tree()}
+        listeners = {c.laddr.port: c.pid for c in connections if c.status == psutil.CONN_LISTEN}
+        owners = {c.pid for c in connections if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
+        # the folder from every HAProxy of the tree: an exiting one no longer shows its command line
+        folders = {f for proc in tree.values() if (f := _haproxy_folder(proc)) is not None}
+        if folders and any(pid in tree and _name_or_none(tree[pid]) == "haproxy" for pid in owners):
+            break
+        assert time.monotonic() < deadline, (port, owners, {pid: _name_or_none(p) for pid, p in tree.items()})
+        time.sleep(0.5)
     (ingress,) = _replica_processes(srv, "Ingress")
     assert ingress.pid in listeners.values(), "the Ingress replica serves no HTTP port of its own"
-    # from every HAProxy of the tree: Ray reloads HAProxy as replicas come and go, so the listener
-    # may be an old process that is exiting and no longer shows its command line
-    (folder,) = {f for proc in tree.values() if (f := _haproxy_folder(proc)) is not None}
+    (folder,) = folders
     assert folder.name.startswith("sr-haproxy-"), folder
     return folder
+
+
+def _name_or_none(proc: psutil.Process) -> str | None:
+    try:
+        return proc.name()
+    except psutil.Error:
+        return None
 
 
 def _replica_processes(srv: Server, deployment: str) -> list[psutil.Process]:
