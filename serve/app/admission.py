@@ -21,12 +21,28 @@ always admitted (one oversized request may still run out of time: 504). A refuse
 no compute: it is answered 503 with ``Retry-After`` = its predicted wait (the seconds until the work
 queued now should be done).
 Busy time runs whenever this replica has units pending at the deployment.
+
+A refusal is cheapest before the request's body is read (a 100-document body is ~50 kB that the
+event loop would receive and parse, in the process that computes). For that, the queue also keeps
+the body bytes per unit of the last ``SIZE_WINDOW`` requests it saw parsed, and estimates the units
+of a body of B bytes (its ``Content-Length``) low:
+
+    units_in(B) = max(1, ⌊B / max(bytes per unit of the recent requests)⌋)
+
+exact in the common case of requests shaped like the recent ones (same chunk sizes), and low when
+a request's documents are shorter than the longest recent ones. Only a request whose documents are
+longer per byte of body than every one of the last ``SIZE_WINDOW`` requests' is estimated high, and
+then may be refused before its body is read where its handler would have admitted it; that can
+happen only while the queue is nearly full.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
+
+SIZE_WINDOW = 64  # recent requests whose body bytes per unit bound the estimate of units_in
 
 
 @dataclass
@@ -43,6 +59,7 @@ class WorkQueue:
     finished_total: int = 0
     _since: float | None = field(default=None, repr=False)
     _answered: bool = field(default=False, repr=False)
+    _bytes_per_unit: deque[float] = field(default_factory=lambda: deque(maxlen=SIZE_WINDOW), repr=False)
 
     def rate(self) -> float | None:
         """Units finished per busy second, or None until ``min_units`` have finished."""
@@ -65,6 +82,18 @@ class WorkQueue:
         if wait is None or wait <= budget or self.pending == 0:  # an idle deployment always gets to try
             return None
         return max(1, math.ceil(wait))
+
+    def observe_body(self, body_bytes: int | None, units: int) -> None:
+        """A parsed request of ``units`` had a body of ``body_bytes`` bytes (None: not declared)."""
+        if body_bytes is not None and body_bytes > 0 and units > 0:
+            self._bytes_per_unit.append(body_bytes / units)
+
+    def units_in(self, body_bytes: int | None) -> int:
+        """The low estimate of the units in a body of ``body_bytes`` bytes (module docstring):
+        1 when the size is not declared or no request was seen yet."""
+        if body_bytes is None or not self._bytes_per_unit:
+            return 1
+        return max(1, int(body_bytes // max(self._bytes_per_unit)))
 
     def start(self, units: int, now: float) -> None:
         """``units`` admitted and sent to the deployment."""

@@ -133,6 +133,12 @@ def replica_lost(exc: BaseException) -> bool:
     return False
 
 
+def declared_size(request: Request) -> int | None:
+    """The request's ``Content-Length`` in bytes, or None when it sends none (or not a number)."""
+    declared = request.headers.get("content-length")
+    return int(declared) if declared is not None and declared.isdigit() else None
+
+
 def message_of(exc: BaseException) -> str:
     cause = root_cause(exc)
     return str(cause.args[0]) if cause.args else type(cause).__name__
@@ -199,8 +205,8 @@ class Ingress:
 
     async def _body(self, request: Request) -> bytes:
         limit = self.limits.max_body_bytes
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        declared = declared_size(request)
+        if declared is not None and declared > limit:
             raise PayloadTooLarge(f"request body of {declared} bytes exceeds the limit of {limit} bytes")
         chunks, size = [], 0
         async for chunk in request.stream():
@@ -277,15 +283,18 @@ class Ingress:
                 raise Unavailable(f"index shard unavailable: {message_of(exc)}") from None
             raise
 
-    async def _model_call(self, model: str, units: int, deadline: float, call: Callable[[], Awaitable[Any]]) -> Any:
+    async def _model_call(self, request: Request, model: str, units: int, deadline: float,
+                          call: Callable[[], Awaitable[Any]]) -> Any:
         """:meth:`_call` to a model deployment under work-based admission (:mod:`serve.app.admission`):
         ``units`` (documents or texts) are refused at once, 503 + ``Retry-After``, when the work
-        queued at ``model`` would keep them past ``limits.admission_headroom`` × the deadline."""
+        queued at ``model`` would keep them past ``limits.admission_headroom`` × the deadline. The
+        request's body size per unit is noted first, for refusals before a body is read."""
+        queue = self.work[model]
+        queue.observe_body(declared_size(request), units)
         refused = self._work_refusal(model, units, deadline)
         if refused is not None:
             self.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason="overloaded")
             raise refused
-        queue = self.work[model]
         queue.start(units, time.monotonic())
         completed = False
         try:
@@ -307,26 +316,30 @@ class Ingress:
     def _refusal(self, endpoint: str, request: Request) -> tuple[str, ApiError] | None:
         """Why a new scoring request is refused before any work (the drop reason and the 503), or
         None: the server drains for shutdown; this replica has ``limits.max_in_flight`` in flight;
-        or the endpoint's model has so much work queued that even one document or text would be
-        refused under the longest deadline (:meth:`_work_refusal` with 1 unit and
-        ``limits.request_timeout_s``: the predicted wait only grows with the units, and a request's
-        own deadline is never longer), so an authorised request is refused before its body is read
-        or parsed (a 100-document body is ~60 kB of JSON). Only then are its key and deadline read
-        here; every other request is checked by its handler alone."""
+        or the endpoint's model has so much work queued that the request would be refused even
+        under the longest deadline (:meth:`_work_refusal` with ``limits.request_timeout_s``: a
+        request's own deadline is never longer) at the units its ``Content-Length`` holds by the
+        low estimate of :meth:`WorkQueue.units_in` (1 without history or size), so an authorised
+        request is refused before its body is read or parsed (a 100-document body is ~50 kB of
+        JSON). Only then are its key and deadline read here; every other request is checked by
+        its handler alone."""
         if self.draining:
             return "shutting_down", ShuttingDown("server shutting down: not taking new requests", self.limits.retry_after_s)
         if self.in_flight >= self.limits.max_in_flight:
             return "overloaded", Overloaded(f"server at capacity ({self.limits.max_in_flight} requests in flight); "
                                             "retry later", self.limits.retry_after_s)
         model = MODEL_OF_ENDPOINT.get(endpoint)
-        if model is None or self._work_refusal(model, 1, self.limits.request_timeout_s) is None:
+        if model is None:
+            return None
+        units = self.work[model].units_in(declared_size(request))
+        if self._work_refusal(model, units, self.limits.request_timeout_s) is None:
             return None
         try:
             self._authorize(request)
             deadline = self._deadline(request)
         except ApiError:  # the handler answers 401/400 as for any request
             return None
-        return "overloaded", self._work_refusal(model, 1, deadline)  # refused: deadline <= request_timeout_s
+        return "overloaded", self._work_refusal(model, units, deadline)  # refused: deadline <= request_timeout_s
 
     async def _serve(self, endpoint: str, request: Request,
                      handler: Callable[[Request], Awaitable[Response]], record: bool = True) -> Response:
@@ -486,7 +499,7 @@ class Ingress:
         self.names.resolve("reranker", model)
         top_n = min(top_n, len(texts)) if top_n is not None else None
         ends = time.time() + deadline
-        return await self._model_call("reranker", len(texts), deadline,
+        return await self._model_call(request, "reranker", len(texts), deadline,
                                       lambda: self.reranker.rerank.remote(query, texts, top_n, deadline=ends))
 
     async def _rerank(self, request: Request) -> Response:
@@ -567,7 +580,7 @@ class Ingress:
                 tei.check_untruncated(False, [i for i, c in enumerate(counts) if c > max_length], "inputs", max_length)
             deadline = self._deadline(request)
             ends = time.time() + deadline
-            out = await self._model_call("embedder", len(texts), deadline,
+            out = await self._model_call(request, "embedder", len(texts), deadline,
                                          lambda: self.embedder.embed.remote(texts, False, deadline=ends))
         except ApiError as exc:
             return tei.error_response(exc)
@@ -643,7 +656,7 @@ class Ingress:
         served = self.names.resolve("embedder", body.model)
         embedding_dialect.check_dimensions(body.dimensions, self.names.embedder_dim, self.names.matryoshka, served)
         ends = time.time() + deadline
-        out = await self._model_call("embedder", len(texts), deadline,
+        out = await self._model_call(request, "embedder", len(texts), deadline,
                                      lambda: self.embedder.embed.remote(texts, True, deadline=ends))
         vectors = embedding_dialect.shorten(out["vectors"], body.dimensions)
         response = protocol.EmbeddingResponse.build(vectors, int(out["tokens"] or 0), served, body.encoding_format)

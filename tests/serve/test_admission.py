@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from steadyrank.serve.app.admission import RefusalPacer, WorkQueue
+from steadyrank.serve.app.admission import SIZE_WINDOW, RefusalPacer, WorkQueue
 
 
 def run_steady(queue: WorkQueue, rate: float, requests: int, units: int, start: float = 0.0) -> float:
@@ -95,3 +95,17 @@ def test_pacer_answers_at_once_past_its_longest_wait_without_taking_a_slot() -> 
 def test_pacing_off_answers_everything_at_once() -> None:
     pacer = RefusalPacer(rate=0.0)
     assert [pacer.wait(0.0) for _ in range(100)] == [0.0] * 100
+
+
+def test_units_in_a_body_are_estimated_low_from_the_largest_recent_bytes_per_unit() -> None:
+    queue = WorkQueue()
+    assert queue.units_in(50_000) == 1  # no request seen yet: one unit, the handler decides the rest
+    queue.observe_body(40_000, 100)  # 400 bytes per document
+    queue.observe_body(50_000, 100)  # 500
+    queue.observe_body(None, 100)  # no Content-Length: nothing learned
+    assert queue.units_in(50_000) == 100  # shaped like the recent requests: exact
+    assert queue.units_in(49_999) == 99  # rounded down
+    assert queue.units_in(200) == 1 and queue.units_in(None) == 1
+    for _ in range(SIZE_WINDOW):  # the 500-byte request leaves the window
+        queue.observe_body(25_000, 100)
+    assert queue.units_in(50_000) == 200

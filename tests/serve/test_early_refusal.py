@@ -39,11 +39,13 @@ def replica(pending: int, keys: list[bytes]) -> types.SimpleNamespace:
     return state
 
 
-def request(key: str | None = "k1") -> Request:
+def request(key: str | None = "k1", size: int | None = None) -> Request:
+    """A POST /v1/rerank whose body must not be read; ``size``: its Content-Length."""
     async def receive() -> dict:
         raise AssertionError("the body was read")
 
     headers = [(b"content-type", b"application/json")] + ([(b"authorization", f"Bearer {key}".encode())] if key else [])
+    headers += [(b"content-length", str(size).encode())] if size is not None else []
     return Request({"type": "http", "method": "POST", "path": "/v1/rerank", "headers": headers, "query_string": b""},
                    receive)
 
@@ -63,3 +65,15 @@ def test_a_full_queue_refuses_before_the_body_is_read() -> None:
 ])
 def test_otherwise_the_handler_decides(endpoint: str, pending: int, key: str) -> None:
     assert REPLICA._refusal(replica(pending, keys=[b"k1"]), endpoint, request(key)) is None
+
+
+def test_a_body_too_large_for_the_room_left_is_refused_before_it_is_read() -> None:
+    """20 s queued leaves room for 40 documents under 0.8 × 30 s: a 50 kB body, 100 documents at
+    the 500 bytes per document of the requests seen, is refused unread; 10 kB (20) goes to its
+    handler, as does a body of undeclared size (1 document by the estimate)."""
+    state = replica(pending=200, keys=[b"k1"])
+    state.work["reranker"].observe_body(50_000, 100)
+    reason, error = REPLICA._refusal(state, "rerank", request(size=50_000))
+    assert reason == "overloaded" and error.headers["Retry-After"] == "30"  # (200 + 100) / 10 s
+    assert REPLICA._refusal(state, "rerank", request(size=10_000)) is None
+    assert REPLICA._refusal(state, "rerank", request()) is None
