@@ -1,6 +1,8 @@
 """Refusal before the body is read (``Ingress._refusal``): when the model behind a scoring endpoint
-has so much work queued that even one document would be refused, an authorised request is answered
-503 without its body being read; otherwise (room left, a TEI route, a bad key) the handler decides.
+has so much work queued that the documents the request's ``Content-Length`` holds (estimated low
+from the recent requests' bytes per document; one without history or size) would be refused, an
+authorised request is answered 503 without its body being read; otherwise (room left, a TEI route,
+a bad key) the handler decides.
 
 The real ``Ingress`` methods and the real ``WorkQueue`` run against a Starlette request whose body
 stream fails if touched; the replica's state is a stand-in holding only what these methods read
