@@ -331,8 +331,9 @@ class Ingress:
         model = MODEL_OF_ENDPOINT.get(endpoint)
         if model is None:
             return None
-        units = self.work[model].units_in(declared_size(request))
-        if self._work_refusal(model, units, self.limits.request_timeout_s) is None:
+        queue = self.work[model]
+        units = queue.units_in(declared_size(request))
+        if queue.refusal(units, self.limits.request_timeout_s) is None:
             return None
         try:
             self._authorize(request)
