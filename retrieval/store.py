@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -272,7 +272,7 @@ def _header(
         "count": count,
         "skipped_empty": skipped_empty,
         "origin": origin,
-        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "build_seconds": round(seconds, 3),
     }
 

