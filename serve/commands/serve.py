@@ -23,6 +23,13 @@ if TYPE_CHECKING:
 DESCRIPTION = """\
 Start the steadyrank Ray Serve application on this machine and serve until Ctrl-C or SIGTERM.
 
+  steadyrank serve --reranker BAAI/bge-reranker-v2-m3            # a Hub id (or a local folder)
+  steadyrank serve --reranker BAAI/bge-reranker-v2-m3 --device cuda --dtype bf16
+  steadyrank serve --config settings.yaml --host 0.0.0.0 --api-key-file keys
+
+A Hub id is downloaded into the Hugging Face cache on first use (HF_HOME; HF_TOKEN, HF_HUB_OFFLINE,
+HF_ENDPOINT honoured; `steadyrank models pull` downloads ahead of time) and served under its id.
+
 With no --config it runs the embedded default: the bundled all-MiniLM-L6-v2 embedder, the demo
 corpus shipped with steadyrank (Linux administration passages) indexed on first start and cached
 (under $STEADYRANK_CACHE or ~/.cache/steadyrank), reranking by the embedder's FP32 (HPS) scores,
@@ -31,7 +38,8 @@ dynamic-K routing, and the shadow evaluator replaying the demo golden set.
 --config FILE is a steadyrank settings file (YAML or JSON; every field is documented in
 deploy/settings.yaml): models, precision and scoring, index, routing, limits, API keys, golden
 set, replicas/CPUs/GPUs/autoscaling per deployment. It is validated before anything starts; an
-error names the bad field. API keys may also come from $STEADYRANK_API_KEYS (comma-separated).
+error names the bad field. API keys may also come from $STEADYRANK_API_KEYS (comma-separated) or a
+file (--api-key-file); without any key the server binds a loopback address only (auth.allow_anonymous).
 
 SIGTERM or SIGINT (Ctrl-C) stops it cleanly: new requests are refused, in-flight ones finish
 within server.shutdown_grace_s (default 30 s; a second signal skips the wait), then Serve and Ray
@@ -177,7 +185,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"steadyrank: {note}", file=sys.stderr)
     for model, section in (("reranker", settings.reranker), ("embedder", settings.embedder), ("canary", settings.canary)):
         if section is not None and section.path is not None:
-            print(f"steadyrank: {model}: {section.served_id or section.path} ({section.path})", file=sys.stderr)
+            shown = f"{section.served_id} ({section.path})" if section.served_id else section.path
+            print(f"steadyrank: {model}: {shown}", file=sys.stderr)
     warnings = gpu_report(settings, local=args.address is None)  # a GPU/device mismatch → SettingsError
     for warning in warnings:
         print(f"steadyrank: warning: {warning}", file=sys.stderr)
