@@ -132,3 +132,10 @@ def test_monitors_and_network_policies_select_real_pods_and_ports(manifest: str)
         assert selected(policy["spec"]["podSelector"]["matchLabels"]) == pods  # every pod is covered
         open_rules = [r for r in policy["spec"]["ingress"] if "from" not in r]
         assert [[p["port"] for p in r["ports"]] for r in open_rules] == [[8000]]  # only Serve is open to all
+
+
+def test_kuberay_applies_the_serve_tuning_of_serve_config() -> None:
+    service = _docs(DEPLOY / "kuberay" / "rayservice.yaml")["RayService"][0]["spec"]
+    cluster_app = yaml.safe_load(service["serveConfigV2"])["applications"][0]
+    local_app = yaml.safe_load((DEPLOY / "serve_config.yaml").read_text())["applications"][0]
+    assert cluster_app["runtime_env"] == local_app["runtime_env"]

@@ -176,3 +176,16 @@ def test_requests_per_dynamic_batch_follow_the_models_rows_per_forward_batch() -
     assert gpu.reranker.max_batch_size == 16  # 64 / 2, capped at max_ongoing_requests (16)
     explicit = load_settings({"deployments": {"reranker": {"max_batch_size": 2}}}).deployments
     assert explicit.reranker.ray_options()["user_config"]["max_batch_size"] == 2
+
+
+def test_serve_check_reports_a_gpu_device_the_host_cannot_give(tmp_path: Path) -> None:
+    """``serve --check`` on a host without GPUs (CUDA_VISIBLE_DEVICES empty) and a model on cuda: one
+    line naming the mismatch, before the index is built or Ray started."""
+    from steadyrank.serve.runtime import bundled_embedder_path
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "STEADYRANK_CACHE": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, "-m", "steadyrank.serve.cli", "serve", "--reranker", str(bundled_embedder_path()),
+                           "--device", "cuda", "--check"], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2
+    assert "deployments reserve 1 GPU(s) but this host has 0 (CUDA_VISIBLE_DEVICES=)" in done.stderr
+    assert "index at" not in done.stderr and "Traceback" not in done.stderr
