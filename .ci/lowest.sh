@@ -11,7 +11,13 @@
 #   .ci/lowest.sh                     (LOWEST_VENV=/path to reuse an environment)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=${LOWEST_VENV:-$(mktemp -d /tmp/steadyrank-lowest.XXXXXX)/venv}
+if [ -n "${LOWEST_VENV:-}" ]; then
+  VENV=$LOWEST_VENV
+else
+  WORK=$(mktemp -d /tmp/steadyrank-lowest.XXXXXX)
+  trap 'rm -rf "$WORK"' EXIT
+  VENV=$WORK/venv
+fi
 python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check uv
 # the CPU torch wheel the dev machines hold (elsewhere PyPI's torch 2.13.0, which bundles CUDA libraries)

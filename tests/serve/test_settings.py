@@ -113,7 +113,8 @@ def test_serve_config_is_valid_ray_serve_config() -> None:
     assert app.import_path == "steadyrank.serve.app:build_app"
     settings_arg = app.args["settings"]
     assert (ROOT / settings_arg).is_file()
-    kuberay = yaml.safe_load((ROOT / "deploy" / "kuberay" / "rayservice.yaml").read_text())
+    docs = yaml.safe_load_all((ROOT / "deploy" / "kuberay" / "rayservice.yaml").read_text())
+    kuberay = next(d for d in docs if d and d["kind"] == "RayService")
     serve_v2 = yaml.safe_load(kuberay["spec"]["serveConfigV2"])
     assert serve_v2["applications"][0]["import_path"] == "steadyrank.serve.app:build_app"
 
