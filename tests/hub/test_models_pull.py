@@ -110,3 +110,14 @@ def test_a_hub_id_in_the_settings_is_served_under_its_id(hub, hf_home, steadyran
     snapshot.write_text(f"reranker:\n  path: {found['path']}\nquality:\n  enabled: false\n")
     again = json.loads(steadyrank(python=[sys.executable, "-c", script, str(snapshot)], offline=True).stdout)
     assert again["names"][0] == REPO
+
+
+def test_pull_every_hub_id_of_a_settings_file(hub, hf_home, steadyrank, tmp_path) -> None:
+    """What the Kubernetes init containers run: `models pull --config` downloads each model the
+    settings name by Hub id, at its revision; a local folder is left alone."""
+    (tmp_path / "local").mkdir()
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(f"reranker: {{path: {REPO}, revision: v1}}\ncanary: {{path: local}}\n")
+    done = steadyrank("models", "pull", "--config", str(settings))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(_snapshot(hf_home, hub.commits.v1))]
