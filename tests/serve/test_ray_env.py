@@ -59,7 +59,8 @@ def test_serve_config_carries_every_replica_variable() -> None:
 
 def test_kuberay_nodes_start_workers_at_the_niceness_steadyrank_serve_uses() -> None:
     """The raylet reads ``RAY_worker_niceness`` when it starts: every node's container carries it."""
-    service = yaml.safe_load((ROOT / "deploy" / "kuberay" / "rayservice.yaml").read_text())
+    docs = yaml.safe_load_all((ROOT / "deploy" / "kuberay" / "rayservice.yaml").read_text())
+    service = next(d for d in docs if d and d["kind"] == "RayService")
     cluster = service["spec"]["rayClusterConfig"]
     groups = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
     for group in groups:
