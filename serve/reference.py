@@ -2,8 +2,9 @@
 
 Each page is rendered from its one source: the pydantic settings model (``serve/app/settings.py``:
 every field's type, default and ``Field(description=...)``), the telemetry catalogue
-(``serve/telemetry.py``: ``MetricSpec``), and the argparse parsers of every subcommand
-(``serve/cli.py`` ``COMMANDS``). Nothing here starts Ray or loads a model.
+(``serve/telemetry.py``: ``MetricSpec``), the argparse parsers of every subcommand
+(``serve/cli.py`` ``COMMANDS``) and the ingress' OpenAPI schema (``serve/app/ingress.py``, with the
+embedded default's limits and model names). Nothing here starts Ray or loads model weights.
 
     python -m steadyrank.serve.reference --write   # rewrite docs/reference/*.md
     python -m steadyrank.serve.reference --check   # exit 1 naming every stale page
@@ -219,8 +220,96 @@ def cli_page() -> str:
     return "\n".join(out)
 
 
+# ---------------------------------------------------------------------------------------------
+# HTTP API (the OpenAPI schema the server serves, built from the app without starting Ray)
+
+
+def served_openapi(settings: Settings) -> dict[str, Any]:
+    """The ``/openapi.json`` a server on ``settings`` serves: the ingress' FastAPI schema with the
+    limits, model names and dimensions of those settings (model files are read, no weights loaded)."""
+    from steadyrank.serve.app import ingress
+    from steadyrank.serve.app.dialects import contract, tei
+    from steadyrank.serve.app.dialects.names import ServedNames
+
+    values = contract.contract_values(settings.limits, ServedNames.from_settings(settings))
+    values["truncation_directions"] = [*tei.directions(settings.reranker_model.truncation_side), None]
+    contract.install(ingress.app, values)
+    return ingress.app.openapi()
+
+
+_CONSTRAINTS = ("minLength", "maxLength", "minItems", "maxItems", "minimum", "maximum", "exclusiveMinimum",
+                "exclusiveMaximum", "default")
+
+
+def _schema_type(node: dict[str, Any]) -> str:
+    """A JSON schema node's type in a few words: ``string``, ``array of RerankDocument``, ``integer | null``."""
+    if "$ref" in node:
+        return node["$ref"].rsplit("/", 1)[-1]
+    for key in ("anyOf", "oneOf"):
+        if key in node:
+            return " \\| ".join(dict.fromkeys(_schema_type(n) for n in node[key]))
+    if node.get("type") == "array":
+        return f"array of {_schema_type(node.get('items', {}))}"
+    return str(node.get("type", "any"))
+
+
+def _constraints(node: dict[str, Any]) -> str:
+    parts = [f"{key} {json.dumps(node[key])}" for key in _CONSTRAINTS if key in node]
+    for key in ("anyOf", "oneOf"):  # the bounds of an optional field sit on its non-null branch
+        parts += [_constraints(n) for n in node.get(key, []) if n.get("type") != "null" and _constraints(n)]
+    if "enum" in node:
+        values = [v for v in node["enum"] if v is not None]
+        parts.append("one of " + ", ".join(f"`{json.dumps(v)}`" for v in values[:8]) + (" …" if len(values) > 8 else ""))
+    return "; ".join(parts)
+
+
+def _body_table(schema: dict[str, Any], components: dict[str, Any]) -> list[str]:
+    if "$ref" in schema:
+        schema = components[schema["$ref"].rsplit("/", 1)[-1]]
+    variants = schema.get("oneOf") or schema.get("anyOf")
+    if variants:
+        out = []
+        for variant in variants:
+            name = variant.get("$ref", "").rsplit("/", 1)[-1] or variant.get("title", "body")
+            out += [f"One body shape, `{name}`:\n", *_body_table(variant, components)]
+        return out
+    required = set(schema.get("required", ()))
+    rows = [f"| `{name}` | {_schema_type(node)} | {'yes' if name in required else ''} | "
+            f"{_cell(_constraints(node))} | {_cell(_markdown(node.get('description', '')))} |"
+            for name, node in schema.get("properties", {}).items()]
+    return ["| field | type | required | constraints | description |\n|---|---|---|---|---|\n" + "\n".join(rows) + "\n"]
+
+
+def http_page() -> str:
+    """docs/reference/http.md: every route of the embedded default's OpenAPI schema."""
+    schema = served_openapi(Settings())
+    components = schema.get("components", {}).get("schemas", {})
+    out = [_header("the OpenAPI schema of serve/app/ingress.py (embedded default settings)"),
+           "# HTTP API reference\n",
+           "Every route of the server, from the OpenAPI schema a server on the embedded default serves at "
+           "`/openapi.json` (interactive at `/docs`). Limits and model names are those of the default "
+           "settings; a server reports its own. Errors are `{\"error\": {\"type\", \"message\"}}` "
+           "([HTTP API guide](../api.md#errors)). The `pattern` constraints (non-blank text) are left out "
+           "here.\n"]
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            out.append(f"## `{method.upper()} {path}`\n")
+            if operation.get("description"):
+                out.append(_cell(_markdown(operation["description"])) + "\n")
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+            if body:
+                out += _body_table(body, components)
+            answers = []
+            for code, response in operation.get("responses", {}).items():
+                content = response.get("content", {}).get("application/json", {}).get("schema")
+                answers.append(f"{code} ({_schema_type(content)})" if content else code)
+            out.append("Responses: " + ", ".join(answers) + ".\n")
+    return "\n".join(out)
+
+
 #: Page file name → renderer.
-PAGES: dict[str, Callable[[], str]] = {"settings.md": settings_page, "metrics.md": metrics_page, "cli.md": cli_page}
+PAGES: dict[str, Callable[[], str]] = {"settings.md": settings_page, "metrics.md": metrics_page, "cli.md": cli_page,
+                                       "http.md": http_page}
 
 
 def stale_pages(directory: Path = REFERENCE_DIR) -> list[str]:

@@ -77,3 +77,13 @@ def test_cli_page_has_every_subcommand_and_its_flags() -> None:
         assert f"## `steadyrank {command}`" in page
     assert "### `steadyrank index build`" in page
     assert "--rel-level" in page and "--config" in page
+
+
+def test_http_page_has_every_route_of_the_served_schema_and_its_request_fields() -> None:
+    page = reference.http_page()
+    paths = reference.served_openapi(Settings())["paths"]
+    assert {"/v1/rerank", "/v2/rerank", "/v1/search", "/v1/embeddings", "/readyz"} <= set(paths)
+    for path, operations in paths.items():
+        for method in operations:
+            assert f"## `{method.upper()} {path}`" in page
+    assert "| `documents` | array of string \\| object | yes |" in page
