@@ -1,11 +1,11 @@
 # The two commands the README promises:
 #   make serve   set up a virtual environment and start the server on its embedded default
-#   make test    set up the same environment (plus Prometheus) and run the whole test suite
+#   make test    set up the same environment (plus Prometheus), lint, build the docs strictly, run the whole test suite
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip -q --disable-pip-version-check
 
-.PHONY: setup serve test lint prometheus bench
+.PHONY: setup serve test lint prometheus bench docs reference
 
 setup: $(VENV)/.installed
 
@@ -30,7 +30,17 @@ prometheus:
 lint: setup
 	$(PY) -m ruff check .
 
-test: setup prometheus lint
+# The docs site (mkdocs, material theme): the generated reference pages must be current, and the
+# build is strict (a broken link, anchor or nav entry fails it). Output in site/ (ignored).
+docs: setup
+	$(PY) -m steadyrank.serve.reference --check
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# Regenerate docs/reference/*.md (settings, metrics, CLI) from their sources.
+reference: setup
+	$(PY) -m steadyrank.serve.reference --write
+
+test: setup prometheus lint docs
 	$(PY) -m pytest -q tests
 
 bench: setup

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import emit  # noqa: E402
+from _report import emit, write_json  # noqa: E402
 
 from steadyrank.serve.golden.refine import RefineSettings  # noqa: E402
 from steadyrank.serve.golden.simulate import simulate_query  # noqa: E402
@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--max-calls", type=int, default=60, help="listwise calls per query at most")
     parser.add_argument("--temperature", type=float, default=1.0, help="PL noise of the listwise judge")
     parser.add_argument("--grade-noise", type=float, default=0.7, help="σ of the pointwise grade noise")
+    parser.add_argument("--out", default=None, help="also write the JSON (with its provenance) here")
     parser.add_argument("--json", action="store_true", help="table to stderr, JSON only on stdout")
     args = parser.parse_args()
     settings = RefineSettings(window=args.items, top_k=20, max_calls=args.max_calls)
@@ -73,6 +74,8 @@ def main() -> None:
         "curve": points,
     }
     rows.append(["single shot", single, None])
+    if args.out:
+        payload = write_json(args.out, payload)
     emit(payload, ["judge calls", "refined tau", "repeated-grades tau"], rows, json_only=args.json)
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from _report import with_provenance, write_json  # benchmarks/ is on sys.path when run as a script
 
 from steadyrank.serve.runtime import ModelSettings, bundled_embedder_path, hps, load_embedder, load_scorer
 
@@ -268,10 +269,10 @@ def main(argv: list[str] | None = None) -> int:
         if len(rows) > 1:
             results["throughput_by_precision"] = rows
     print(table(results))
-    payload = json.dumps(results, indent=2)
-    print(payload)
+    results = with_provenance(results)
+    print(json.dumps(results, indent=2))
     if args.out:
-        args.out.write_text(payload + "\n")
+        write_json(args.out, results)
     return 0
 
 

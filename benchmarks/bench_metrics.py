@@ -16,7 +16,7 @@ import gc
 import tracemalloc
 
 import numpy as np
-from _report import emit, timed  # benchmarks/ is on sys.path when run as a script
+from _report import emit, timed, write_json  # benchmarks/ is on sys.path when run as a script
 
 from steadyrank.metrics import evaluate, evaluate_arrays
 
@@ -59,6 +59,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--candidates", type=int, default=1_000)
     parser.add_argument("--reference-queries", type=int, default=1_000)
+    parser.add_argument("--out", default=None, help="also write the JSON (with its provenance) here")
     parser.add_argument("--json", action="store_true", help="table to stderr, only JSON on stdout")
     args = parser.parse_args()
 
@@ -124,6 +125,8 @@ def main() -> None:
         ["ranx (oblivious only, warm JIT)", ranx_s, ranx_s / arrays_s],
         [f"TRM reference (scaled from {n_ref} queries)", ref_scaled, ref_scaled / arrays_s],
     ]
+    if args.out:
+        payload = write_json(args.out, payload)
     emit(payload, ["system", "seconds", "× steadyrank arrays"], rows, json_only=args.json)
 
 

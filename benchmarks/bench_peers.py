@@ -3,10 +3,10 @@
 Run::
 
     # Infinity in a virtual environment of its own (this script installs nothing):
-    python3 -m venv /tmp/infvenv
-    /tmp/infvenv/bin/pip install torch==2.13.0 "infinity-emb[server,torch]"
+    python3 -m venv .infinity-venv
+    .infinity-venv/bin/pip install torch==2.13.0 "infinity-emb[server,torch]"
     # then, from the repository root:
-    .venv/bin/python benchmarks/bench_peers.py --infinity-bin /tmp/infvenv/bin/infinity_emb \\
+    .venv/bin/python benchmarks/bench_peers.py --infinity-bin .infinity-venv/bin/infinity_emb --data BEIR_DIR \\
         [--duration 20] [--warmup 3] [--rows all] [--out peers.json] [--json]
 
 Models: the cross-encoder is the bundled all-MiniLM-L6-v2 body with a seeded (``torch.manual_seed``)
@@ -64,9 +64,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._load import TreeSampler, closed_loop, free_port  # noqa: E402
-from benchmarks._report import emit  # noqa: E402
+from benchmarks._report import emit, write_json  # noqa: E402
 
-DEFAULT_DATA = Path("/work/shared/data/trec-dl-2019-subset")
 #: (row name, endpoint kind, items per request, client counts)
 ROWS: list[tuple[str, str, int, tuple[int, ...]]] = [
     ("rerank-1", "rerank", 1, (1,)),
@@ -333,8 +332,8 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="\n".join(__doc__.splitlines()[2:9]))
     parser.add_argument("--infinity-bin", required=True, help="path of Infinity's infinity_emb (in its own venv)")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="BEIR folder of queries and passages "
-                        "(default %(default)s)")
+    parser.add_argument("--data", type=Path, required=True, help="BEIR folder of queries and passages (the "
+                        "TREC-DL 2019 subset in the published runs; docs/data.md says where to get one)")
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "steadyrank" / "bench_peers",
                         help="where the cross-encoder is saved once (default %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads per model (default %(default)s)")
@@ -426,7 +425,7 @@ def main() -> None:
                           "drain_s": args.drain_s},
                "passages": len(passages), "peers": peers}
     if args.out:
-        Path(args.out).write_text(json.dumps(payload, indent=2, default=str) + "\n")
+        payload = write_json(args.out, payload)
     emit(payload, ["row / clients", "infinity items/s", "steadyrank items/s", "ratio sr/inf", "inf p50 ms",
                    "sr p50 ms", "inf p95 ms", "sr p95 ms", "inf codes", "sr codes", "sr 503 json/retry-after",
                    "sr 503 p50 ms", "load max"], table, json_only=args.json)

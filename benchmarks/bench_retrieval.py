@@ -1,6 +1,6 @@
 """Retrieval benchmark: dense / BM25 / hybrid × fixed-50 / fixed-100 / dynamic-K, and Flat vs HNSW.
 
-Data: a BEIR folder (default ``../shared/data/trec-dl-2019-subset``, read in place, never copied).
+Data: a BEIR folder given as ``--data`` (read in place, never copied; docs/data.md says where to get one).
 Grades map to the 1–5 rubric as 3→5, 2→4, 1→3, unjudged→1 for the set metrics; nDCG@10 uses the
 TREC DL gains 0–3. Every judged query is retrieved to depth 100 and reranked in two timed passes
 (first 50, then 51–100); fixed-50, fixed-100 and dynamic are replays of those passes (exact for a
@@ -40,6 +40,7 @@ from typing import Any
 
 import faiss
 import numpy as np
+from _report import with_provenance, write_json  # benchmarks/ is on sys.path when run as a script
 from tqdm import tqdm
 
 from steadyrank.metrics import evaluate
@@ -62,7 +63,6 @@ from steadyrank.serve.clq.builds import CachedEmbedder, cached_corpus_vectors
 from steadyrank.serve.output import dumps_json, format_table
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "trec-dl-2019-subset"
 RUBRIC = {3: 5, 2: 4, 1: 3, 0: 1}
 MEASURES = ["ndcg@10", "ra_nwg@10", "ra_nwg@30", "nrecall4@10", "nrecall4@30"]
 GAIN_MEASURE = "ra_nwg@30"
@@ -177,7 +177,8 @@ def dense_indexes(vectors: np.ndarray, queries: np.ndarray, k: int = 10) -> list
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="BEIR folder (default %(default)s)")
+    parser.add_argument("--data", type=Path, required=True, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv); "
+                        "docs/data.md says where to get TREC-DL and BEIR data")
     parser.add_argument("--rerank", default=None, help="reranker model directory (default: bundled MiniLM, FP32 HPS)")
     parser.add_argument("--rerank-precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     parser.add_argument("--embedder", default=None, help="bi-encoder directory (default: bundled MiniLM)")
@@ -269,9 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     }
 
     print_tables(results)
+    results = with_provenance(results)
     print(dumps_json(results))
     if args.out:
-        args.out.write_text(dumps_json(results) + "\n", encoding="utf-8")
+        write_json(args.out, results)
     return 0
 
 

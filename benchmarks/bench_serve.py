@@ -58,7 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._load import Window, client_session, closed_loop, free_port, peak_rss_mb, summarise  # noqa: E402
-from benchmarks._report import emit  # noqa: E402
+from benchmarks._report import emit, write_json  # noqa: E402
 
 API_KEY = "bench-key"
 HEADERS = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
@@ -290,7 +290,7 @@ def compare_shadow(args: argparse.Namespace, log: Any) -> None:
     rows = [[loads[load], shadow, v["requests"], v["errors"], v["throughput_rps"], v["p50_ms"], v["p95_ms"], v["p99_ms"]]
             for (load, shadow), v in pooled_by.items()]
     if args.out:
-        Path(args.out).write_text(json.dumps(payload, indent=2, default=str) + "\n")
+        payload = write_json(args.out, payload)
     emit(payload, ["load", "evaluator", "requests", "errors", "req/s", "p50 ms", "p95 ms", "p99 ms"], rows,
          json_only=args.json)
     print("p95 on/off: " + ", ".join(f"{loads[load]} {derived[load]['p95_ratio_on_off']:.3f} (95% CI "
@@ -507,7 +507,7 @@ def main() -> None:
     if inprocess is not None:
         row("in-process", args.probe_docs, 1, inprocess["probe"], inprocess["peak_rss_mb"])
     if args.out:
-        Path(args.out).write_text(json.dumps(payload, indent=2, default=str) + "\n")
+        payload = write_json(args.out, payload)
     emit(payload, ["runner", "docs", "clients", "requests", "errors", "req/s", "p50 ms", "p95 ms", "p99 ms",
                    "peak RSS MB"], rows, json_only=args.json)
     if derived:

@@ -34,7 +34,7 @@ from steadyrank.retrieval.dense import DenseIndex, DenseSettings
 from steadyrank.retrieval.shards import ShardAnswer, ShardHits, merge_hits, scatter_gather, shard_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import emit  # noqa: E402
+from _report import emit, write_json  # noqa: E402
 
 DIM = 384
 K = 100
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         "factories": results, "scatter_gather": scatter,
     }
     if args.out:
-        Path(args.out).write_text(__import__("json").dumps(payload, indent=2) + "\n")
+        payload = write_json(args.out, payload)
     rows = [[r["factory"], r["build_s"], r["bytes_per_doc"], r["latency_ms"], r["qps"],
              "—" if r["recall_at_10"] is None else r["recall_at_10"]] for r in results]
     rows += [[f"Flat ×{s['shards']} shards (scatter-gather)", "", "", s["latency_ms"], 1000 / s["latency_ms"],

@@ -292,13 +292,14 @@ class RoutingSection(_Section):
     k_low: int | None = Field(None, ge=1, description="candidates always reranked (default 50)")
     k_high: int | None = Field(None, ge=1, description="candidates retrieved, reranked when escalating (default 100)")
     top_n: int | None = Field(None, ge=1, description="default results per /v1/search (default 10)")
-    margin_at: int | None = Field(None, ge=2)
-    margin_below: float | None = None
-    entropy_temperature: float | None = Field(None, gt=0)
-    entropy_above: float | None = None
-    tie_enabled: bool | None = None
-    overlap_at: int | None = Field(None, ge=1)
-    overlap_below: float | None = None
+    margin_at: int | None = Field(None, ge=2, description="m of the dense_margin signal cos@1 − cos@m (default 10)")
+    margin_below: float | None = Field(None, description="dense_margin fires below this (default 0.05)")
+    entropy_temperature: float | None = Field(
+        None, gt=0, description="T of rerank_entropy = H(softmax(s/T)) / ln n, in score units (default 0.1)")
+    entropy_above: float | None = Field(None, description="rerank_entropy fires above this (default 0.99)")
+    tie_enabled: bool | None = Field(None, description="escalate when a tie straddles top_n (default true)")
+    overlap_at: int | None = Field(None, ge=1, description="m of the overlap signal |dense@m ∩ bm25@m| / m (default 10)")
+    overlap_below: float | None = Field(None, description="overlap fires below this (default 0.2)")
     disable: list[Literal["margin", "entropy", "overlap"]] = Field(
         default_factory=list, description="signals to switch off (their thresholds become null)"
     )

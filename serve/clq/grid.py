@@ -197,7 +197,7 @@ def _k_policy(item: dict[str, Any], where: str, base: Path) -> KPolicy:
 
 
 def parse_grid(data: Any, base: Path) -> Grid:
-    """Validate a loaded YAML document (see README "Choosing a configuration (CLQ)") into a :class:`Grid`."""
+    """Validate a loaded YAML document (docs/guides/clq.md) into a :class:`Grid`."""
     if not isinstance(data, dict):
         raise GridError("the grid must be a YAML mapping")
     _only(data, TOP_KEYS, "grid")

@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Evaluate a TREC run against qrels over all orders of tied scores. For each METRIC@K: "
             "E (expected over tie orders), min, max, range = max - min, the tie-oblivious value on "
             "one fixed order, bias = oblivious - E, PROC (best ordering of the run's own candidates) "
-            "and %%PROC = E / PROC. Metrics: hits recall precision f1 ndcg ndcg_exp mrr map err "
+            "and %PROC = E / PROC. Metrics: hits recall precision f1 ndcg ndcg_exp mrr map err "
             "ra_nwg nrecall4 nrecall5 precision4 harm."
         ),
     )

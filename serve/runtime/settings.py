@@ -67,9 +67,9 @@ class ModelSettings(BaseModel):
     scoring: Scoring = "hps"
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$",
                         description="auto (CUDA when the replica sees a GPU), cpu, cuda or cuda:N")
-    backend: Literal["transformers", "vllm"] = "transformers"
+    backend: Literal["transformers", "vllm"] = Field("transformers", description="forward engine (vllm: causal-LM rerankers, GPU)")
     max_length: int = Field(512, ge=8, description="tokens per sequence (text, pair or prompt) at most")
-    truncation_side: Literal["right", "left"] = "right"
+    truncation_side: Literal["right", "left"] = Field("right", description="which end of an over-long text is cut")
     overflow: Literal["truncate", "error"] = Field(
         "truncate", description="over-long document: cut it and flag it, or refuse the request"
     )
@@ -82,9 +82,9 @@ class ModelSettings(BaseModel):
         description="CPU encoders: run the forward as a TorchScript trace (no GIL held), kept only if "
         "bitwise equal to eager on probe inputs at load",
     )
-    rescore_boundary_ties: bool = True
-    prompt_template: str = QWEN3_RERANKER_TEMPLATE
-    instruction: str = DEFAULT_INSTRUCTION
+    rescore_boundary_ties: bool = Field(True, description="below FP32 under HPS: re-score a tie straddling top_n in FP32")
+    prompt_template: str = Field(QWEN3_RERANKER_TEMPLATE, description="causal-LM: prompt with {query}, {document} (and {instruction})")
+    instruction: str = Field(DEFAULT_INSTRUCTION, description="causal-LM: the task instruction put into the prompt")
     yes_token: str | int = Field("yes", description="causal-LM: token (string or id) read as 'relevant'")
     no_token: str | int = Field("no", description="causal-LM: token (string or id) read as 'not relevant'")
 
