@@ -42,7 +42,16 @@ import numpy as np
 from steadyrank.retrieval.bm25 import Bm25Index, Bm25Settings, Bm25Stats
 from steadyrank.retrieval.corpus import Document
 from steadyrank.retrieval.dense import DenseIndex, DenseSettings
-from steadyrank.retrieval.fsio import WriterLock, atomic_write_bytes, fsync_dir, fsync_tree, sha256_bytes, sha256_file
+from steadyrank.retrieval.fsio import (
+    IndexWriteError,
+    WriterLock,
+    atomic_write_bytes,
+    fsync_dir,
+    fsync_tree,
+    make_dirs,
+    sha256_bytes,
+    sha256_file,
+)
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
 from steadyrank.retrieval.layout import CURRENT
 from steadyrank.retrieval.modes import MODES, Mode
@@ -309,7 +318,7 @@ def build_index(
         raise ValueError("no documents to index")
     _check_new_documents(documents)
     _check_target(root, overwrite)
-    root.mkdir(parents=True, exist_ok=True)
+    make_dirs(root)
     lock = WriterLock(root / LOCK)
     try:
         _check_target(root, overwrite)  # re-check under the lock
@@ -368,6 +377,7 @@ class IndexStore:
         self._mutex = threading.RLock()
         self._lock = WriterLock(root / LOCK) if writable else None
         self._wal: WriteAheadLog | None = None
+        self._failure: str | None = None  # why writes are refused until reopened (a failed compaction)
         try:
             self._load()
         except BaseException:
@@ -389,13 +399,15 @@ class IndexStore:
     # -- loading -------------------------------------------------------------------------------
 
     def _load(self) -> None:
-        """Load the live generation; retried when a concurrent writer replaced it mid-load."""
+        """Load the live generation; retried when a concurrent writer replaced it mid-load (its files
+        vanish under the reader: ``FileNotFoundError`` from Python, ``RuntimeError`` from FAISS, or a
+        failed checksum of a file half-deleted)."""
         while True:
             name, digest = _read_current(self.root)
             try:
                 self._load_generation(self.root / name, digest)
                 return
-            except FileNotFoundError:
+            except (OSError, RuntimeError, IndexIntegrityError):
                 if _read_current(self.root)[0] == name:
                     raise
 
@@ -483,6 +495,8 @@ class IndexStore:
         self._bm25_stale = True
 
     def _writer(self) -> WriteAheadLog:
+        if self._failure is not None:
+            raise IndexWriteError(f"index {self.root}: {self._failure}; refusing further changes until it is reopened")
         if self._wal is None:
             raise ValueError(f"index {self.root} is open read-only; open it with writable=True to change it")
         return self._wal
@@ -518,7 +532,10 @@ class IndexStore:
         with self._mutex:
             _check_new_documents(documents, self._live)  # again: another thread may have added them
             records = [_doc_record(d, None if seqs is None else int(seqs[i])) for i, d in enumerate(documents)]
-            self._writer().append({"op": "add", "docs": records, **_encode_vectors(vectors)})
+            try:
+                self._writer().append({"op": "add", "docs": records, **_encode_vectors(vectors)})
+            except IndexWriteError as exc:
+                raise IndexWriteError(f"nothing was added: {exc}") from exc
             self._wal_records += 1
             self._apply_add(documents, vectors, seqs)
         return len(documents)
@@ -532,7 +549,10 @@ class IndexStore:
             if unknown:
                 raise KeyError(f"not in the index: {', '.join(map(repr, unknown[:10]))}")
             if ids:
-                wal.append({"op": "delete", "ids": ids})
+                try:
+                    wal.append({"op": "delete", "ids": ids})
+                except IndexWriteError as exc:
+                    raise IndexWriteError(f"nothing was deleted: {exc}") from exc
                 self._wal_records += 1
                 self._apply_delete(ids)
         return len(ids)
@@ -563,10 +583,16 @@ class IndexStore:
                 seqs = [self._seqs[s] for s in slots]
                 stats = None if self.bm25_settings is None else self._bm25_stats
                 header["shard"] = ShardFacts(self.shard["index"], self.shard["of"], seqs, stats).header()
-            _write_generation(self.root, documents, vectors, dense, bm25, header, seqs)
-            old_wal.close()
-            self._wal = None
-            self._load()
+            try:
+                _write_generation(self.root, documents, vectors, dense, bm25, header, seqs)
+                old_wal.close()
+                self._wal = None
+                self._load()
+            except BaseException as exc:
+                # The new generation may or may not be live: appending to the old log could put an
+                # acknowledged change where no reader looks. Refuse every change until reopened.
+                self._failure = f"compaction failed ({type(exc).__name__}: {exc})"
+                raise
             return self.manifest
 
     def _all_vectors(self) -> np.ndarray:
