@@ -27,6 +27,7 @@ from steadyrank.retrieval.shards import (
     build_sharded_index,
     merge_answers,
     open_shard,
+    read_shards_manifest,
     scatter_gather,
     shard_of,
 )
@@ -96,7 +97,7 @@ def test_bm25_scores_use_corpus_wide_statistics(pair, embedder):
     """Scored alone (its own N, df, avgdl), a shard gives other scores; with the corpus-wide
     statistics it gives the unsharded ones."""
     flat, sharded = pair
-    shard_dir = sharded / "shard-001"
+    shard_dir = sharded / read_shards_manifest(sharded)["dirs"][1]
     with IndexStore.open(flat) as whole, open_shard(sharded, 1) as shard:
         want = whole.search("tax policy in small towns", mode="bm25", depth=500)
         got = shard.search("tax policy in small towns", mode="bm25", depth=500)
@@ -141,7 +142,7 @@ def test_mutations_route_to_owner_and_stay_equal(pair, embedder):
 def test_one_shard_reader_refuses_stale_statistics_and_a_writer_repairs(pair, embedder):
     _, sharded = pair
     # a change behind the sharded index's back (as a crash between WAL append and statistics write leaves)
-    with IndexStore.open(sharded / "shard-002", writable=True) as shard:
+    with IndexStore.open(sharded / read_shards_manifest(sharded)["dirs"][2], writable=True) as shard:
         shard.delete([shard.live_texts and next(iter(shard._live))])
     with pytest.raises(IndexIntegrityError, match="do not match"):
         open_shard(sharded, 0)
