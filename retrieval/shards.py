@@ -59,29 +59,18 @@ from typing import Any
 import numpy as np
 
 from steadyrank.retrieval.bm25 import Bm25Settings, Bm25Stats
+from steadyrank.retrieval.build import ProgressCallback, ShardFacts, build_index, check_new_documents, embed_documents
 from steadyrank.retrieval.corpus import Document
 from steadyrank.retrieval.dense import DenseSettings
 from steadyrank.retrieval.fsio import IndexWriteError, WriterLock, atomic_write_bytes, fsync_dir, make_dirs
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
-from steadyrank.retrieval.layout import SHARDS_MANIFEST, is_sharded
+from steadyrank.retrieval.generations import LOCK, WAL, IndexIntegrityError
+from steadyrank.retrieval.layout import CURRENT, SHARDS_MANIFEST, is_sharded
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool
 from steadyrank.retrieval.protocols import Embedder
-from steadyrank.retrieval.store import (
-    CURRENT,
-    LOCK,
-    WAL,
-    Candidates,
-    Hits,
-    IndexIntegrityError,
-    IndexStore,
-    ProgressCallback,
-    ShardFacts,
-    _check_new_documents,
-    build_index,
-    embed_documents,
-    final_candidates,
-)
+from steadyrank.retrieval.search import Candidates, Hits, final_candidates
+from steadyrank.retrieval.store import IndexStore
 from steadyrank.retrieval.wal import read_log
 
 STATS_FILE = "bm25-stats.json"
@@ -375,7 +364,7 @@ def build_sharded_index(
         raise ValueError(f"shards must be ≥ 1, got {shards}")
     if not documents:
         raise ValueError("no documents to index")
-    _check_new_documents(documents)
+    check_new_documents(documents)
     root = Path(path)
     _check_sharded_target(root, overwrite)
     groups: list[list[int]] = [[] for _ in range(shards)]
@@ -443,7 +432,7 @@ def _partly_done(done: int, total: int, verb: str) -> Iterator[None]:
 
 
 class ShardedIndex:
-    """All shards of a sharded index in one process, with :class:`IndexStore`'s interface: search
+    """All shards of a sharded index in one process, an :class:`~retrieval.index.Index` like :class:`IndexStore`: search
     (scatter-gather over the shards, exact merge), and with ``writable=True`` add, delete, compact."""
 
     def __init__(self, root: Path, embedder: Embedder | None, writable: bool) -> None:
@@ -556,7 +545,7 @@ class ShardedIndex:
         documents = list(documents)
         if self._lock is None:
             raise ValueError(f"index {self.root} is open read-only; open it with writable=True to change it")
-        _check_new_documents(documents, (d.id for d in documents if d.id in self))
+        check_new_documents(documents, (d.id for d in documents if d.id in self))
         first = max(s.next_seq for s in self.shards)
         groups: dict[int, list[int]] = {}
         for position, doc in enumerate(documents):
@@ -611,10 +600,3 @@ class ShardedIndex:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def open_index(path: str | Path, embedder: Embedder | None = None, *, writable: bool = False) -> IndexStore | ShardedIndex:
-    """The index at ``path``: a :class:`ShardedIndex` if it is sharded, else an :class:`IndexStore`."""
-    if is_sharded(path):
-        return ShardedIndex.open(path, embedder, writable=writable)
-    return IndexStore.open(path, embedder, writable=writable)

@@ -14,8 +14,9 @@ from steadyrank.retrieval.bm25 import BM25_METHODS, Bm25Settings
 from steadyrank.retrieval.corpus import read_corpus, read_documents
 from steadyrank.retrieval.dense import DenseSettings
 from steadyrank.retrieval.fsio import IndexWriteError
+from steadyrank.retrieval.index import open_index
 from steadyrank.retrieval.protocols import Embedder, Reranker
-from steadyrank.retrieval.shards import build_sharded_index, open_index
+from steadyrank.retrieval.shards import build_sharded_index
 from steadyrank.retrieval.store import build_index
 from steadyrank.serve.output import dumps_json
 
