@@ -53,7 +53,7 @@ class InvalidAnswerError(ValueError):
 
 def _template(path: str | None, packaged: str) -> string.Template:
     if path is None:
-        return string.Template(resources.files("steadyrank.serve.golden").joinpath("templates", packaged).read_text("utf-8"))
+        return string.Template((resources.files("steadyrank.serve.golden") / "templates" / packaged).read_text("utf-8"))
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path}: prompt template not found")
     return string.Template(Path(path).read_text(encoding="utf-8"))
@@ -160,9 +160,10 @@ class OpenAIChatJudge(Judge):
         def attempt() -> tuple[Any, str | None]:
             nonlocal attempts
             attempts += 1
+            json_mode: dict[str, Any] = {"response_format": {"type": "json_object"}} if s.json_mode else {}
             response = self.client.chat.completions.create(
                 model=s.model, messages=[{"role": "user", "content": prompt}], temperature=s.temperature,
-                max_tokens=s.max_tokens, **({"response_format": {"type": "json_object"}} if s.json_mode else {}),
+                max_tokens=s.max_tokens, **json_mode,
             )
             try:
                 if response.usage is not None:
