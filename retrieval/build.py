@@ -10,7 +10,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,7 @@ def build_header(
         "count": count,
         "skipped_empty": skipped_empty,
         "origin": origin,
-        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "build_seconds": round(seconds, 3),
     }
 

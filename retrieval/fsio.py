@@ -37,7 +37,7 @@ def fsync_dir(path: Path) -> None:
 def make_dirs(path: Path) -> None:
     """``mkdir -p path``, fsyncing the parent of every directory it creates (so the new entries
     survive a crash)."""
-    missing = []
+    missing: list[Path] = []
     while not path.exists():
         missing.append(path)
         path = path.parent

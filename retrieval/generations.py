@@ -64,7 +64,8 @@ def encode_vectors(vectors: np.ndarray) -> dict[str, Any]:
 
 
 def decode_vectors(record: dict[str, Any]) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(record["vectors"]), dtype="<f4").reshape(record["shape"]).astype(np.float32)
+    shape = tuple(int(n) for n in record["shape"])
+    return np.frombuffer(base64.b64decode(record["vectors"]), dtype="<f4").reshape(shape).astype(np.float32)
 
 
 def doc_record(doc: Document, seq: int | None) -> dict[str, Any]:
@@ -82,7 +83,7 @@ def document_from_record(record: dict[str, Any]) -> Document:
 
 
 def generation_numbers(root: Path) -> list[int]:
-    numbers = []
+    numbers: list[int] = []
     for entry in root.iterdir():
         if entry.name.startswith(GENERATION_PREFIX) and entry.name[len(GENERATION_PREFIX) :].isdigit():
             numbers.append(int(entry.name[len(GENERATION_PREFIX) :]))

@@ -58,9 +58,12 @@ def final_candidates(
 ) -> Candidates:
     """The mode's list from its component lists: dense, bm25, or their RRF (top ``depth``, timed as ``fuse``)."""
     if mode == "dense":
+        assert dense is not None, "dense mode computes the dense list"
         return Candidates(dense.doc_ids, dense.scores, dense, None, timings)
+    assert sparse is not None, f"{mode} mode computes the BM25 list"
     if mode == "bm25":
         return Candidates(sparse.doc_ids, sparse.scores, None, sparse, timings)
+    assert dense is not None, "hybrid mode computes the dense list"
     started = time.perf_counter()
     ids, fused = reciprocal_rank_fusion([dense.doc_ids, sparse.doc_ids], k=rrf_k, weights=rrf_weights, limit=depth)
     timings["fuse"] = time.perf_counter() - started
@@ -136,8 +139,8 @@ class MemoryIndex:
         (exactly what the embedder returned at indexing; KeyError if one is absent or deleted)."""
         slots = [self._live[d] for d in doc_ids]
         base = len(self._base_vectors)
-        added = np.concatenate(self._added_vectors, axis=0) if any(s >= base for s in slots) else None
-        rows = [self._base_vectors[s] if s < base else added[s - base] for s in slots]
+        added = np.concatenate([self._base_vectors[:0], *self._added_vectors], axis=0)
+        rows: list[np.ndarray] = [self._base_vectors[s] if s < base else added[s - base] for s in slots]
         return np.asarray(rows, dtype=np.float32).reshape(len(slots), int(self.manifest["embedder"]["dim"]))
 
     def seq(self, doc_id: str) -> int:
@@ -173,7 +176,7 @@ class MemoryIndex:
 
     def _hits(self, slots: np.ndarray, scores: np.ndarray) -> Hits:
         keep = slots >= 0
-        return Hits([self._docs[s].id for s in slots[keep]], scores[keep])
+        return Hits([self._docs[int(s)].id for s in slots[keep]], scores[keep])
 
     def encode_query(self, query: str) -> np.ndarray:
         """The query's unit vector, float32 (1, dim)."""
@@ -217,6 +220,7 @@ class MemoryIndex:
                     raise ValueError(f"query vector: {exc}") from None
         with self._mutex:
             if mode in ("dense", "hybrid"):
+                assert vector is not None  # encoded or checked above
                 started = time.perf_counter()
                 scores, slots = self._dense.search(vector, depth)
                 dense = self._hits(slots[0], scores[0])
@@ -233,11 +237,12 @@ class MemoryIndex:
             started = time.perf_counter()
             slots = np.fromiter(sorted(self._live.values()), dtype=np.int64, count=len(self._live))
             stats = self._shard_bm25_stats()
-            self._bm25 = Bm25Index.build([self._docs[s].full_text for s in slots], slots, self.bm25_settings, stats)
+            self._bm25 = Bm25Index.build([self._docs[int(s)].full_text for s in slots], slots, self.bm25_settings, stats)
             self._bm25_stale = False
             self._bm25_scored_with = None if stats is None else stats.digest()
             timings["bm25_refresh"] = time.perf_counter() - started
+        assert self._bm25 is not None, "a BM25 index is loaded or rebuilt whenever BM25 settings exist"
         started = time.perf_counter()
         scores, slots = self._bm25.search(query, depth)
         timings["bm25"] = time.perf_counter() - started
-        return Hits([self._docs[s].id for s in slots], scores)
+        return Hits([self._docs[int(s)].id for s in slots], scores)

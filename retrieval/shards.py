@@ -50,7 +50,7 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,10 +215,10 @@ def merge_answers(
             timings[stage] = max(timings.get(stage, 0.0), seconds)
     dense = sparse = None
     if mode in ("dense", "hybrid"):
-        merged = merge_hits([a.dense for a in answers], depth)
+        merged = merge_hits([a.dense for a in answers if a.dense is not None], depth)
         dense = Hits(merged.doc_ids, merged.scores)
     if mode in ("bm25", "hybrid"):
-        merged = merge_hits([a.sparse for a in answers], depth)
+        merged = merge_hits([a.sparse for a in answers if a.sparse is not None], depth)
         sparse = Hits(merged.doc_ids, merged.scores)
     found = final_candidates(mode, dense, sparse, depth, rrf_k, rrf_weights, timings)
     documents: dict[str, Document] = {}
@@ -244,11 +244,11 @@ async def scatter_gather(
     if not calls:
         raise ValueError("no shards to search")
     tasks = [asyncio.ensure_future(call()) for call in calls]
-    done, pending = await asyncio.wait(tasks, timeout=timeout_s)
+    _, pending = await asyncio.wait(tasks, timeout=timeout_s)
     for task in pending:
         task.cancel()
     missing: dict[int, str] = {}
-    answers = []
+    answers: list[ShardAnswer] = []
     for i, task in enumerate(tasks):
         if task in pending:
             missing[i] = f"no answer within {timeout_s:g} s"
@@ -260,9 +260,9 @@ async def scatter_gather(
         detail = "; ".join(f"shard {i}: {why}" for i, why in sorted(missing.items()))
         raise ShardUnavailableError(f"{len(missing)} of {len(calls)} shards did not answer ({detail})")
     found, documents = merge_answers(answers, mode, depth, rrf_k=rrf_k, rrf_weights=rrf_weights)
-    vectors = None
+    vectors: dict[str, np.ndarray] | None = None
     if answers and all(a.vectors is not None for a in answers):
-        vectors = {i: v for a in answers for i, v in a.vectors.items()}
+        vectors = {i: v for a in answers if a.vectors is not None for i, v in a.vectors.items()}
     return Gathered(found, {i: documents[i] for i in found.doc_ids}, missing, vectors)
 
 
@@ -416,7 +416,7 @@ def _check_sharded_target(root: Path, overwrite: bool) -> None:
 
 
 @contextmanager
-def _partly_done(done: int, total: int, verb: str) -> Iterator[None]:
+def _partly_done(done: int, total: int, verb: str) -> Generator[None, None, None]:
     """Say how much of a batch spanning shards was durably done when one shard's write fails."""
     try:
         yield

@@ -220,7 +220,7 @@ class IndexStore(MemoryIndex):
                 raise ValueError("every document is deleted: nothing to compact into (build a new index instead)")
             started = time.perf_counter()
             slots = np.fromiter(sorted(self._live.values()), dtype=np.int64, count=len(self._live))
-            documents = [self._docs[s] for s in slots]
+            documents = [self._docs[int(s)] for s in slots]
             vectors = self._all_vectors()[slots]
             dense = DenseIndex.build(vectors, self.dense_settings)
             bm25 = None
@@ -234,7 +234,7 @@ class IndexStore(MemoryIndex):
             )
             seqs = None
             if self.shard is not None:
-                seqs = [self._seqs[s] for s in slots]
+                seqs = [self._seqs[int(s)] for s in slots]
                 stats = None if self.bm25_settings is None else self._bm25_stats
                 header["shard"] = ShardFacts(self.shard["index"], self.shard["of"], seqs, stats).header()
             try:

@@ -47,11 +47,11 @@ def encode_record(record: dict[str, Any]) -> bytes:
 def _decode_line(line: bytes) -> dict[str, Any] | None:
     """The record of one line without its ``sha256``, or None if unreadable or failing its checksum."""
     try:
-        record = json.loads(line)
+        record: dict[str, Any] = json.loads(line)
         claimed = record.pop("sha256")
     except (ValueError, KeyError, AttributeError, TypeError):
         return None
-    if not isinstance(record, dict) or sha256_bytes(_canonical(record)) != claimed:
+    if sha256_bytes(_canonical(record)) != claimed:
         return None
     return record
 
