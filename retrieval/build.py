@@ -25,7 +25,8 @@ from steadyrank.retrieval.protocols import Embedder
 
 NORM_TOLERANCE = 1e-3
 
-ProgressCallback = Callable[[int], None]
+#: called with the number of documents just embedded (its return value is ignored: a tqdm bar's ``update`` fits)
+ProgressCallback = Callable[[int], object]
 
 
 def embed_documents(

@@ -55,7 +55,7 @@ class Index(Protocol):
         ...
 
     def add(self, documents: Sequence[Document], *, batch_size: int = 256,
-            on_progress: Callable[[int], None] | None = None) -> int:
+            on_progress: Callable[[int], object] | None = None) -> int:
         """Embed and add ``documents``; durable when this returns."""
         ...
 

@@ -65,6 +65,7 @@ from steadyrank.retrieval.dense import DenseSettings
 from steadyrank.retrieval.fsio import IndexWriteError, WriterLock, atomic_write_bytes, fsync_dir, make_dirs
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
 from steadyrank.retrieval.generations import LOCK, WAL, IndexIntegrityError
+from steadyrank.retrieval.index import open_index as open_index  # re-exported: the import path callers used
 from steadyrank.retrieval.layout import CURRENT, SHARDS_MANIFEST, is_sharded
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool

@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 
 from steadyrank.retrieval.corpus import Document
-from steadyrank.retrieval.shards import ShardedIndex, build_sharded_index, open_index, shard_of
+from steadyrank.retrieval.index import open_index
+from steadyrank.retrieval.shards import ShardedIndex, build_sharded_index, shard_of
 from steadyrank.retrieval.store import build_index
 from tests.retrieval.faults import KINDS, MODES, Faults
 from tests.retrieval.helpers import HashEmbedder, synthetic_documents
