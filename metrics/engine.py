@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, cast
 
 import numpy as np
 
@@ -101,7 +101,7 @@ class ItemContext:
         """``compute()`` the first time ``key`` is asked for, the stored result afterwards."""
         if key not in self._cache:
             self._cache[key] = compute()
-        return self._cache[key]  # type: ignore[return-value]
+        return cast(T, self._cache[key])  # the value compute() stored under this key
 
 
 def _cumulative(definition: MetricDefinition, layout: Layout, items: ItemContext, kmax: int,

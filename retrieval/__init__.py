@@ -8,7 +8,9 @@
 >>> store.add([Document("id", "text")]); store.delete(["id"])      # durable when they return
 
 Modules: ``corpus`` (documents, JSONL readers), ``dense`` (FAISS), ``bm25`` (bm25s), ``fusion`` (RRF),
-``store`` (index directory, WAL, generations), ``shards`` (sharded index, scatter-gather),
+``generations`` (the index directory's format), ``build`` (building an index), ``search`` (the
+loaded index in memory and its search), ``store`` (loading, WAL, compaction), ``index`` (the ``Index``
+protocol and ``open_index``), ``shards`` (sharded index, scatter-gather),
 ``layout`` (the files that mark an index directory; no FAISS),
 ``routing`` (pure dynamic-K policy and signals),
 ``pipeline`` (two-pass reranking), ``calibration`` (threshold search), ``protocols`` (model interfaces).
@@ -34,6 +36,9 @@ _EXPORTS: dict[str, str] = {
     "read_queries": "steadyrank.retrieval.corpus",
     "DenseSettings": "steadyrank.retrieval.dense",
     "IndexLockedError": "steadyrank.retrieval.fsio",
+    "IndexWriteError": "steadyrank.retrieval.fsio",
+    "Index": "steadyrank.retrieval.index",
+    "open_index": "steadyrank.retrieval.index",
     "reciprocal_rank_fusion": "steadyrank.retrieval.fusion",
     "Ranked": "steadyrank.retrieval.pipeline",
     "rerank_candidates": "steadyrank.retrieval.pipeline",
@@ -46,11 +51,12 @@ _EXPORTS: dict[str, str] = {
     "compute_signals": "steadyrank.retrieval.routing",
     "decide": "steadyrank.retrieval.routing",
     "load_settings": "steadyrank.retrieval.routing",
-    "Candidates": "steadyrank.retrieval.store",
+    "Candidates": "steadyrank.retrieval.search",
     "EmbedderMismatchError": "steadyrank.retrieval.store",
-    "IndexIntegrityError": "steadyrank.retrieval.store",
+    "IndexIntegrityError": "steadyrank.retrieval.generations",
     "IndexStore": "steadyrank.retrieval.store",
-    "build_index": "steadyrank.retrieval.store",
+    "ShardedIndex": "steadyrank.retrieval.shards",
+    "build_index": "steadyrank.retrieval.build",
 }
 
 __all__ = sorted(_EXPORTS)

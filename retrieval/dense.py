@@ -101,8 +101,10 @@ class DenseIndex:
         return cls(faiss.read_index(str(path)), settings)
 
     def write(self, path: Path) -> None:
-        """Serialise the CPU index to ``path`` (not fsynced: the caller makes it durable)."""
-        faiss.write_index(self.index, str(path))
+        """Serialise the CPU index to ``path`` (not fsynced: the caller makes it durable), streamed
+        through a Python file so that a failed write raises ``OSError`` here like any other file's."""
+        with open(path, "wb") as handle:
+            faiss.write_index(self.index, faiss.PyCallbackIOWriter(handle.write))
 
     def add(self, vectors: np.ndarray) -> None:
         """Append ``vectors`` as the next slots."""

@@ -19,6 +19,12 @@ class IndexLockedError(ValueError):
     """Another process holds the index's writer lock."""
 
 
+class IndexWriteError(OSError):
+    """A write to the index failed (disk full, I/O error, failed fsync): the change was not made
+    (or, where the message says so, only partly), and the writer refuses further changes until the
+    index is reopened."""
+
+
 def fsync_dir(path: Path) -> None:
     """Flush ``path``'s directory entries (creations, renames, deletions inside it) to disk."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
@@ -26,6 +32,18 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def make_dirs(path: Path) -> None:
+    """``mkdir -p path``, fsyncing the parent of every directory it creates (so the new entries
+    survive a crash)."""
+    missing: list[Path] = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        directory.mkdir(exist_ok=True)
+        fsync_dir(directory.parent)
 
 
 def fsync_tree(root: Path) -> None:
@@ -87,8 +105,12 @@ class WriterLock:
                     "only one writer at a time"
                 ) from None
             raise
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, str(os.getpid()).encode(), 0)
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, str(os.getpid()).encode(), 0)
+        except OSError:
+            self.release()  # a full disk: give the lock back rather than hold it on a leaked descriptor
+            raise
 
     def release(self) -> None:
         """Give the lock back (idempotent)."""

@@ -50,7 +50,8 @@ from steadyrank.retrieval.routing import (
 )
 
 if TYPE_CHECKING:
-    from steadyrank.retrieval.store import Candidates, Hits, IndexStore
+    from steadyrank.retrieval.index import Index
+    from steadyrank.retrieval.search import Candidates, Hits
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class CandidatePool:
     missing_shards: tuple[int, ...] = ()
 
     @classmethod
-    def from_store(cls, store: IndexStore, candidates: Candidates, with_vectors: bool = False) -> CandidatePool:
+    def from_store(cls, store: Index, candidates: Candidates, with_vectors: bool = False) -> CandidatePool:
         """The pool of ``candidates``; ``with_vectors``: also their stored float32 vectors (n, dim)."""
         docs = [store.document(d) for d in candidates.doc_ids]
         vectors = store.vectors(candidates.doc_ids) if with_vectors else None
@@ -269,7 +270,7 @@ async def _pass(score: ScorePass, query: str, texts: list[str]) -> PassScores:
     return PassScores(scores, keys)
 
 
-def local_models(store: IndexStore, embedder: Embedder | None, reranker: Reranker | None, *,
+def local_models(store: Index, embedder: Embedder | None, reranker: Reranker | None, *,
                  rrf_k: float, rrf_weights: tuple[float, float], stored_vectors: bool = False) -> SearchModels:
     """:class:`SearchModels` over in-process models (the CLI): the store retrieves, ``embedder``
     embeds the query, ``reranker`` scores pairs (and re-scores a boundary tie in FP32 when its
@@ -297,7 +298,7 @@ def local_models(store: IndexStore, embedder: Embedder | None, reranker: Reranke
 
 
 def rerank_candidates(
-    store: IndexStore,
+    store: Index,
     query: str,
     candidates: Candidates,
     reranker: Reranker,

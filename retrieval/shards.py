@@ -3,10 +3,22 @@
 Layout of a sharded index directory ``DIR``::
 
     DIR/SHARDS.json        {"format": "steadyrank-sharded-index", "format_version": 1, "shards": N,
-                            "assignment": "sha256-mod", "dirs": ["shard-000", …]} — written last at build
+                            "assignment": "sha256-mod", "set": "set-000002",
+                            "dirs": ["set-000002/shard-000", …], "stats": "set-000002/bm25-stats.json"}
+                           — the pointer to the live set, replaced atomically
     DIR/LOCK               flock of the one writer of the whole sharded index
-    DIR/bm25-stats.json    corpus-wide BM25 statistics and the shard states they were computed from
-    DIR/shard-000/ …       ordinary index directories (``retrieval.store``) whose manifests say "shard"
+    DIR/set-000002/        one build's shards:
+        bm25-stats.json    corpus-wide BM25 statistics and the shard states they were computed from
+        shard-000/ …       ordinary index directories (``retrieval.store``) whose manifests say "shard"
+
+(Indexes written before sets existed name ``dirs: ["shard-000", …]`` and no ``stats``: their
+statistics are ``DIR/bm25-stats.json``; they load unchanged.)
+
+Atomic build and overwrite. A build writes a complete new set beside the live one (each shard
+fsynced, its directory entries too), then atomically replaces ``SHARDS.json``: until that replace
+the old set is live and untouched, after it the new one is complete, whatever the shard count of
+either. Sets that ``SHARDS.json`` does not name (a build cut part-way, the set it replaced) are
+deleted by the next writer.
 
 Assignment (stable, documented): document ``id`` lives in shard
 ``int.from_bytes(sha256(id as UTF-8)[:8], "big") mod N``; it never depends on the other documents.
@@ -36,8 +48,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import shutil
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,32 +59,23 @@ from typing import Any
 import numpy as np
 
 from steadyrank.retrieval.bm25 import Bm25Settings, Bm25Stats
+from steadyrank.retrieval.build import ProgressCallback, ShardFacts, build_index, check_new_documents, embed_documents
 from steadyrank.retrieval.corpus import Document
 from steadyrank.retrieval.dense import DenseSettings
-from steadyrank.retrieval.fsio import WriterLock, atomic_write_bytes
+from steadyrank.retrieval.fsio import IndexWriteError, WriterLock, atomic_write_bytes, fsync_dir, make_dirs
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
-from steadyrank.retrieval.layout import SHARDS_MANIFEST, is_sharded
+from steadyrank.retrieval.generations import LOCK, WAL, IndexIntegrityError
+from steadyrank.retrieval.index import open_index as open_index  # re-exported: the import path callers used
+from steadyrank.retrieval.layout import CURRENT, SHARDS_MANIFEST, is_sharded
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool
 from steadyrank.retrieval.protocols import Embedder
-from steadyrank.retrieval.store import (
-    CURRENT,
-    LOCK,
-    WAL,
-    Candidates,
-    Hits,
-    IndexIntegrityError,
-    IndexStore,
-    ProgressCallback,
-    ShardFacts,
-    _check_new_documents,
-    build_index,
-    embed_documents,
-    final_candidates,
-)
+from steadyrank.retrieval.search import Candidates, Hits, final_candidates
+from steadyrank.retrieval.store import IndexStore
 from steadyrank.retrieval.wal import read_log
 
 STATS_FILE = "bm25-stats.json"
+SET_PREFIX = "set-"
 FORMAT = "steadyrank-sharded-index"
 FORMAT_VERSION = 1
 
@@ -93,6 +98,50 @@ def read_shards_manifest(path: str | Path) -> dict[str, Any]:
     if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
         raise IndexIntegrityError(f"{path}: unsupported sharded index format {manifest.get('format')!r}")
     return manifest
+
+
+def _owned(name: str) -> bool:
+    """Whether an entry of a sharded index directory is one the builder writes."""
+    return (name in (SHARDS_MANIFEST, LOCK, STATS_FILE) or name.startswith((SET_PREFIX, "shard-"))
+            or name.startswith(f".{SHARDS_MANIFEST}.tmp-"))
+
+
+def _remove_unreferenced(root: Path, manifest: dict[str, Any]) -> None:
+    """Delete every set (and pre-set shard directory or statistics file) ``manifest`` does not name:
+    a build cut part-way, or the set a build replaced (writer only)."""
+    named = {part.split("/")[0] for part in [*manifest["dirs"], manifest.get("stats", STATS_FILE)]}
+    removed = False
+    for entry in root.iterdir():
+        if entry.name not in named and entry.name not in (SHARDS_MANIFEST, LOCK) and _owned(entry.name):
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed = True
+    if removed:
+        fsync_dir(root)
+
+
+def _next_set(root: Path) -> str:
+    numbers = [int(e.name[len(SET_PREFIX):]) for e in root.iterdir()
+               if e.name.startswith(SET_PREFIX) and e.name[len(SET_PREFIX):].isdigit()]
+    return f"{SET_PREFIX}{max(numbers, default=0) + 1:06d}"
+
+
+def _stats_path(root: Path, manifest: dict[str, Any]) -> Path:
+    return root / manifest.get("stats", STATS_FILE)
+
+
+def _opened_consistently(root: Path, opener: Callable[[], Any]) -> Any:
+    """``opener()``, retried when a concurrent build replaced ``SHARDS.json`` (and deleted the set it
+    was reading) meanwhile; any other failure propagates."""
+    while True:
+        before = (root / SHARDS_MANIFEST).read_bytes()
+        try:
+            return opener()
+        except (OSError, RuntimeError, IndexIntegrityError):
+            if (root / SHARDS_MANIFEST).read_bytes() == before:
+                raise
 
 
 # ----------------------------------------------------------------------------------------------
@@ -167,10 +216,10 @@ def merge_answers(
             timings[stage] = max(timings.get(stage, 0.0), seconds)
     dense = sparse = None
     if mode in ("dense", "hybrid"):
-        merged = merge_hits([a.dense for a in answers], depth)
+        merged = merge_hits([a.dense for a in answers if a.dense is not None], depth)
         dense = Hits(merged.doc_ids, merged.scores)
     if mode in ("bm25", "hybrid"):
-        merged = merge_hits([a.sparse for a in answers], depth)
+        merged = merge_hits([a.sparse for a in answers if a.sparse is not None], depth)
         sparse = Hits(merged.doc_ids, merged.scores)
     found = final_candidates(mode, dense, sparse, depth, rrf_k, rrf_weights, timings)
     documents: dict[str, Document] = {}
@@ -196,11 +245,11 @@ async def scatter_gather(
     if not calls:
         raise ValueError("no shards to search")
     tasks = [asyncio.ensure_future(call()) for call in calls]
-    done, pending = await asyncio.wait(tasks, timeout=timeout_s)
+    _, pending = await asyncio.wait(tasks, timeout=timeout_s)
     for task in pending:
         task.cancel()
     missing: dict[int, str] = {}
-    answers = []
+    answers: list[ShardAnswer] = []
     for i, task in enumerate(tasks):
         if task in pending:
             missing[i] = f"no answer within {timeout_s:g} s"
@@ -212,9 +261,9 @@ async def scatter_gather(
         detail = "; ".join(f"shard {i}: {why}" for i, why in sorted(missing.items()))
         raise ShardUnavailableError(f"{len(missing)} of {len(calls)} shards did not answer ({detail})")
     found, documents = merge_answers(answers, mode, depth, rrf_k=rrf_k, rrf_weights=rrf_weights)
-    vectors = None
+    vectors: dict[str, np.ndarray] | None = None
     if answers and all(a.vectors is not None for a in answers):
-        vectors = {i: v for a in answers for i, v in a.vectors.items()}
+        vectors = {i: v for a in answers if a.vectors is not None for i, v in a.vectors.items()}
     return Gathered(found, {i: documents[i] for i in found.doc_ids}, missing, vectors)
 
 
@@ -245,14 +294,13 @@ def _shard_state(root: Path) -> list[Any]:
     return [generation, len(read_log(root / generation / WAL)[0])]
 
 
-def _write_stats(root: Path, stats: Bm25Stats, state: dict[str, list[Any]]) -> None:
+def _write_stats(path: Path, stats: Bm25Stats, state: dict[str, list[Any]]) -> None:
     body = {"stats": stats.to_json(), "state": state}
-    atomic_write_bytes(root / STATS_FILE, (json.dumps(body, sort_keys=True) + "\n").encode("utf-8"))
+    atomic_write_bytes(path, (json.dumps(body, sort_keys=True) + "\n").encode("utf-8"))
 
 
-def read_stats(root: Path) -> tuple[Bm25Stats, dict[str, list[Any]]] | None:
-    """The stored statistics and the shard states they reflect (None if the file is missing)."""
-    path = Path(root) / STATS_FILE
+def read_stats(path: Path) -> tuple[Bm25Stats, dict[str, list[Any]]] | None:
+    """The statistics stored at ``path`` and the shard states they reflect (None if the file is missing)."""
     if not path.is_file():
         return None
     body = json.loads(path.read_text(encoding="utf-8"))
@@ -264,18 +312,22 @@ def open_shard(path: str | Path, index: int, embedder: Embedder | None = None) -
     statistics (what one Retriever replica of a shard serves). Refuses statistics that do not match
     every shard's current state (open the sharded index writable once to recompute them)."""
     root = Path(path)
+    return _opened_consistently(root, lambda: _open_shard(root, index, embedder))
+
+
+def _open_shard(root: Path, index: int, embedder: Embedder | None) -> IndexStore:
     manifest = read_shards_manifest(root)
     if not 0 <= index < manifest["shards"]:
         raise ValueError(f"shard {index} out of range: {root} has {manifest['shards']} shards")
     store = IndexStore.open(root / manifest["dirs"][index], embedder)
     if store.bm25_settings is None:
         return store
-    stored = read_stats(root)
+    stored = read_stats(_stats_path(root, manifest))
     current = {name: _shard_state(root / name) for name in manifest["dirs"]}
     if stored is None or stored[1] != current:
         store.close()
         raise IndexIntegrityError(
-            f"{root / STATS_FILE}: the BM25 statistics do not match the shards' state (interrupted update?); "
+            f"{_stats_path(root, manifest)}: the BM25 statistics do not match the shards' state (interrupted update?); "
             f"open the index writable once (e.g. `steadyrank index compact --index {root}`) to recompute them"
         )
     store.set_bm25_stats(stored[0])
@@ -305,47 +357,75 @@ def build_sharded_index(
 
     Every document is embedded once, in one pass over the corpus in corpus order (the batches of an
     unsharded build, so the vectors equal its own bit for bit), then handed to its shard's build.
-    Each shard is built atomically; the sharded index becomes visible when ``SHARDS.json`` is
-    written.
+    The shards are written into a new set beside the live one; the new index replaces the old one
+    when ``SHARDS.json`` is replaced (atomically), and a failure before that leaves the old one
+    intact (see the module's "Atomic build and overwrite").
     """
     if shards < 1:
         raise ValueError(f"shards must be ≥ 1, got {shards}")
     if not documents:
         raise ValueError("no documents to index")
-    _check_new_documents(documents)
+    check_new_documents(documents)
     root = Path(path)
-    if root.exists() and any(root.iterdir()) and not (overwrite and is_sharded(root)):
-        what = "a sharded index; pass overwrite (--overwrite)" if is_sharded(root) else "not an empty directory"
-        raise ValueError(f"{root} exists and is {what}")
+    _check_sharded_target(root, overwrite)
     groups: list[list[int]] = [[] for _ in range(shards)]
     for seq, doc in enumerate(documents):
         groups[shard_of(doc.id, shards)].append(seq)
     empty = [i for i, g in enumerate(groups) if not g]
     if empty:
         raise ValueError(f"{len(documents)} documents leave shard(s) {empty} of {shards} empty: use fewer shards")
-    root.mkdir(parents=True, exist_ok=True)
+    make_dirs(root)
     lock = WriterLock(root / LOCK)
     try:
+        _check_sharded_target(root, overwrite)  # again, under the lock
         started = time.perf_counter()
         stats = None if bm25 is None else Bm25Stats.of_texts([d.full_text for d in documents], bm25)
         vectors = embed_documents(embedder, documents, batch_size=batch_size, on_progress=on_progress)
-        dirs = [shard_dir(i) for i in range(shards)]
+        new_set = _next_set(root)
+        dirs = [f"{new_set}/{shard_dir(i)}" for i in range(shards)]
         for i, group in enumerate(groups):
             build_index(
                 root / dirs[i], [documents[s] for s in group], embedder, dense=dense, bm25=bm25,
-                overwrite=overwrite, shard=ShardFacts(i, shards, group, stats), vectors=vectors[group],
+                shard=ShardFacts(i, shards, group, stats), vectors=vectors[group],
             )
-        if stats is not None:
-            _write_stats(root, stats, {name: _shard_state(root / name) for name in dirs})
         manifest = {
             "format": FORMAT, "format_version": FORMAT_VERSION, "shards": shards, "assignment": "sha256-mod",
-            "dirs": dirs, "count": len(documents), "skipped_empty": skipped_empty,
-            "build_seconds": round(time.perf_counter() - started, 3),
+            "set": new_set, "dirs": dirs, "stats": f"{new_set}/{STATS_FILE}", "count": len(documents),
+            "skipped_empty": skipped_empty, "build_seconds": round(time.perf_counter() - started, 3),
         }
+        if stats is not None:
+            _write_stats(_stats_path(root, manifest), stats, {name: _shard_state(root / name) for name in dirs})
         atomic_write_bytes(root / SHARDS_MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode("ascii"))
+        _remove_unreferenced(root, manifest)
     finally:
         lock.release()
     return manifest
+
+
+def _check_sharded_target(root: Path, overwrite: bool) -> None:
+    """Refuse to build into a directory holding anything but a sharded index's own files, or over a
+    sharded index without ``overwrite``."""
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"{root} exists and is not a directory")
+    if not root.exists():
+        return
+    foreign = sorted(e.name for e in root.iterdir() if not _owned(e.name))
+    if foreign:
+        raise ValueError(f"{root} exists and is not an empty directory or a sharded index (it holds {foreign[:3]}…)")
+    if is_sharded(root) and not overwrite:
+        raise ValueError(f"{root} exists and is a sharded index; pass overwrite (--overwrite) to replace it")
+
+
+@contextmanager
+def _partly_done(done: int, total: int, verb: str) -> Generator[None, None, None]:
+    """Say how much of a batch spanning shards was durably done when one shard's write fails."""
+    try:
+        yield
+    except IndexWriteError as exc:
+        if not done:
+            raise
+        raise IndexWriteError(f"{done} of {total} documents were {verb} (durably, in other shards) and "
+                              f"the rest were not: {exc.__cause__ or exc}") from exc
 
 
 # ----------------------------------------------------------------------------------------------
@@ -353,23 +433,32 @@ def build_sharded_index(
 
 
 class ShardedIndex:
-    """All shards of a sharded index in one process, with :class:`IndexStore`'s interface: search
+    """All shards of a sharded index in one process, an :class:`~retrieval.index.Index` like :class:`IndexStore`: search
     (scatter-gather over the shards, exact merge), and with ``writable=True`` add, delete, compact."""
 
     def __init__(self, root: Path, embedder: Embedder | None, writable: bool) -> None:
         self.root = root
         self.embedder = embedder
-        self.manifest = read_shards_manifest(root)
         self._lock = WriterLock(root / LOCK) if writable else None
         self.shards: list[IndexStore] = []
         try:
-            for name in self.manifest["dirs"]:
-                self.shards.append(IndexStore.open(root / name, embedder, writable=writable))
-            self._local_stats: dict[int, Bm25Stats] = {}
-            self._sync_stats(trust_file=True)
+            _opened_consistently(root, self._load)
+            if self._lock is not None:
+                _remove_unreferenced(root, self.manifest)
         except BaseException:
             self.close()
             raise
+
+    def _load(self) -> None:
+        """Read ``SHARDS.json`` and open every shard it names (closing any opened before a failure)."""
+        for shard in self.shards:
+            shard.close()
+        self.shards = []
+        self.manifest = read_shards_manifest(self.root)
+        for name in self.manifest["dirs"]:
+            self.shards.append(IndexStore.open(self.root / name, self.embedder, writable=self._lock is not None))
+        self._local_stats: dict[int, Bm25Stats] = {}
+        self._sync_stats(trust_file=True)
 
     @classmethod
     def open(cls, path: str | Path, embedder: Embedder | None = None, *, writable: bool = False) -> ShardedIndex:
@@ -392,7 +481,8 @@ class ShardedIndex:
         writable, stored atomically."""
         if self.bm25_settings is None:
             return
-        stored = read_stats(self.root) if trust_file else None
+        stats_path = _stats_path(self.root, self.manifest)
+        stored = read_stats(stats_path) if trust_file else None
         if stored is not None and stored[1] == self._states():
             stats = stored[0]
         else:
@@ -403,7 +493,7 @@ class ShardedIndex:
                     self._local_stats[i] = Bm25Stats.of_texts(shard.live_texts(), self.bm25_settings)
             stats = Bm25Stats.total(self._local_stats[i] for i in range(len(self.shards)))
             if self._lock is not None:
-                _write_stats(self.root, stats, self._states())
+                _write_stats(stats_path, stats, self._states())
         for shard in self.shards:
             shard.set_bm25_stats(stats)
 
@@ -456,7 +546,7 @@ class ShardedIndex:
         documents = list(documents)
         if self._lock is None:
             raise ValueError(f"index {self.root} is open read-only; open it with writable=True to change it")
-        _check_new_documents(documents, (d.id for d in documents if d.id in self))
+        check_new_documents(documents, (d.id for d in documents if d.id in self))
         first = max(s.next_seq for s in self.shards)
         groups: dict[int, list[int]] = {}
         for position, doc in enumerate(documents):
@@ -464,9 +554,12 @@ class ShardedIndex:
         if self.embedder is None:
             raise ValueError("adding documents needs the index's embedder")
         vectors = embed_documents(self.embedder, documents, batch_size=batch_size, on_progress=on_progress)
+        done = 0
         for i, positions in sorted(groups.items()):
-            self.shards[i].add([documents[p] for p in positions], seqs=[first + p for p in positions],
-                               vectors=vectors[positions])
+            with _partly_done(done, len(documents), "added"):
+                self.shards[i].add([documents[p] for p in positions], seqs=[first + p for p in positions],
+                                   vectors=vectors[positions])
+            done += len(positions)
         self._sync_stats(changed=groups)
         return len(documents)
 
@@ -481,8 +574,11 @@ class ShardedIndex:
         groups: dict[int, list[str]] = {}
         for doc_id in ids:
             groups.setdefault(shard_of(doc_id, len(self.shards)), []).append(doc_id)
+        done = 0
         for i, group in sorted(groups.items()):
-            self.shards[i].delete(group)
+            with _partly_done(done, len(ids), "deleted"):
+                self.shards[i].delete(group)
+            done += len(group)
         self._sync_stats(changed=groups)
         return len(ids)
 
@@ -505,10 +601,3 @@ class ShardedIndex:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def open_index(path: str | Path, embedder: Embedder | None = None, *, writable: bool = False) -> IndexStore | ShardedIndex:
-    """The index at ``path``: a :class:`ShardedIndex` if it is sharded, else an :class:`IndexStore`."""
-    if is_sharded(path):
-        return ShardedIndex.open(path, embedder, writable=writable)
-    return IndexStore.open(path, embedder, writable=writable)

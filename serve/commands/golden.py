@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--seed", type=int, default=None, help="seed of the batch shuffle (default 0)")
     build.add_argument("--embedder", metavar="PATH", default=None,
                        help="bi-encoder the index was built with (default: the bundled all-MiniLM-L6-v2)")
-    build.add_argument("--overwrite", action="store_true", help="discard a previous build's state in GOLDEN_DIR")
+    build.add_argument("--overwrite", action="store_true",
+                       help="discard a previous build's state and outputs in GOLDEN_DIR (only the files a build "
+                            "writes; a directory that holds other files and no build is refused)")
     build.add_argument("--json", action="store_true", help="print the summary as JSON")
     build.set_defaults(func=run_build)
 
@@ -102,7 +103,7 @@ def run_build(args: argparse.Namespace) -> int:
 
     from steadyrank.retrieval.corpus import read_queries
     from steadyrank.retrieval.store import IndexStore
-    from steadyrank.serve.golden.build import GoldenBuild
+    from steadyrank.serve.golden.build import GoldenBuild, check_out_dir, remove_outputs
     from steadyrank.serve.golden.judges import load_judge_settings, make_judge
 
     settings = _build_settings(args)
@@ -114,8 +115,7 @@ def run_build(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"{index}: index directory not found")
     judge_settings = load_judge_settings(args.judge)
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out} exists and is not a directory")
+    check_out_dir(out)
     with ExitStack() as stack:
         embedder = None
         if set(settings.retrievers) != {"bm25"}:
@@ -130,12 +130,13 @@ def run_build(args: argparse.Namespace) -> int:
         fingerprint = {
             "settings": settings.model_dump(mode="json"),
             "judge": judge_settings.model_dump(mode="json"),
+            "prompts_sha256": judge.prompts_fingerprint(),
             "indexes": [{"path": str(Path(p).resolve()), "generation": s.generation, "count": s.count}
                         for p, (_, s) in zip(args.index, stores, strict=True)],
             "queries_sha256": hashlib.sha256(json.dumps(queries, sort_keys=True).encode()).hexdigest(),
         }
-        if args.overwrite and out.exists():
-            shutil.rmtree(out)
+        if args.overwrite:
+            remove_outputs(out)
         summary = GoldenBuild(stores, queries, judge, settings, out).run(fingerprint, overwrite=args.overwrite)
     if args.json:
         print(dumps_json(summary))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from tqdm import tqdm
@@ -11,8 +13,10 @@ from tqdm import tqdm
 from steadyrank.retrieval.bm25 import BM25_METHODS, Bm25Settings
 from steadyrank.retrieval.corpus import read_corpus, read_documents
 from steadyrank.retrieval.dense import DenseSettings
+from steadyrank.retrieval.fsio import IndexWriteError
+from steadyrank.retrieval.index import open_index
 from steadyrank.retrieval.protocols import Embedder, Reranker
-from steadyrank.retrieval.shards import build_sharded_index, open_index
+from steadyrank.retrieval.shards import build_sharded_index
 from steadyrank.retrieval.store import build_index
 from steadyrank.serve.output import dumps_json
 
@@ -177,9 +181,23 @@ def run_build(args: argparse.Namespace) -> int:
         return _report(args, store.info(), "built and verified")
 
 
+@contextmanager
+def one_line_write_errors(nothing_done: str) -> Iterator[None]:
+    """Turn a failed write (disk full, I/O error) into the CLI's one-line error: the store's own
+    message (which says what was and was not done), else ``nothing_done`` and the OS error."""
+    try:
+        yield
+    except IndexWriteError as exc:
+        raise ValueError(str(exc)) from None
+    except OSError as exc:
+        if isinstance(exc, (FileNotFoundError, PermissionError)):
+            raise
+        raise ValueError(f"{nothing_done}: {exc}") from None
+
+
 def run_add(args: argparse.Namespace) -> int:
     documents = read_documents(args.docs)
-    with open_index(args.index, load_embedder_arg(args.embedder), writable=True) as store:
+    with one_line_write_errors("nothing was added"), open_index(args.index, load_embedder_arg(args.embedder), writable=True) as store:
         with progress_bar(len(documents), "embedding") as bar:
             added = store.add(documents, batch_size=args.batch_size, on_progress=bar.update)
         return _report(args, store.info(), f"added {added}")
@@ -192,7 +210,7 @@ def run_delete(args: argparse.Namespace) -> int:
             ids += [line.strip() for line in handle if line.strip()]
     if not ids:
         raise ValueError("no ids given (--ids or --ids-file)")
-    with open_index(args.index, writable=True) as store:
+    with one_line_write_errors("nothing was deleted"), open_index(args.index, writable=True) as store:
         try:
             deleted = store.delete(ids)
         except KeyError as exc:

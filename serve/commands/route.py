@@ -10,9 +10,9 @@ from tqdm import tqdm
 
 from steadyrank.metrics.io import read_beir_queries, read_qrels
 from steadyrank.retrieval.calibration import DEFAULT_MEASURE, OBJECTIVES, calibrate, fit_model, observe
+from steadyrank.retrieval.index import open_index
 from steadyrank.retrieval.pipeline import rerank_candidates
 from steadyrank.retrieval.routing import MODEL_FEATURES, RoutingSettings, save_settings
-from steadyrank.retrieval.shards import open_index
 from steadyrank.serve.commands.evaluate import parse_grade_map
 from steadyrank.serve.commands.index import BUNDLED, load_embedder_arg, load_reranker_arg
 from steadyrank.serve.commands.search import add_reranker_arguments, add_routing_arguments, routing_settings

@@ -15,10 +15,10 @@ from steadyrank.metrics.io import write_trec_run
 from steadyrank.retrieval.corpus import read_queries
 from steadyrank.retrieval.fsio import atomic_write_bytes
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
+from steadyrank.retrieval.index import open_index
 from steadyrank.retrieval.modes import MODES
 from steadyrank.retrieval.pipeline import Ranked, SearchModels, latency_summary, local_models, search
 from steadyrank.retrieval.routing import ROUTES, RoutingSettings, load_settings
-from steadyrank.retrieval.shards import open_index
 from steadyrank.serve.commands.index import BUNDLED, add_embedder_argument, load_embedder_arg, load_reranker_arg
 from steadyrank.serve.output import dumps_json
 

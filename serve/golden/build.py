@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,10 +21,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
-from steadyrank.retrieval.fsio import atomic_write_bytes
+from steadyrank.retrieval.fsio import atomic_write_bytes, fsync_dir, make_dirs
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
 from steadyrank.retrieval.store import IndexStore
-from steadyrank.serve.golden.checkpoint import Checkpoint, write_json
+from steadyrank.serve.golden.checkpoint import BUILD_FILE, STATE_DIR, Checkpoint, write_json
 from steadyrank.serve.golden.judges import Judge, Passage
 from steadyrank.serve.golden.pool import RETRIEVERS, Retriever, pool_query
 from steadyrank.serve.golden.prune import PruneSettings, prune
@@ -142,7 +143,7 @@ def _audit_names(query_ids: Sequence[str]) -> list[str]:
 def write_outputs(out_dir: Path, states: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Write ``audit/*.json``, ``summary.json`` and ``golden.jsonl`` (each atomically); returns the summary."""
     records = [query_record(st) for st in states]
-    (out_dir / AUDIT_DIR).mkdir(parents=True, exist_ok=True)
+    make_dirs(out_dir / AUDIT_DIR)
     for name, record in zip(_audit_names([r["query_id"] for r in records]), records, strict=True):
         write_json(out_dir / AUDIT_DIR / name, json_safe(record))
     summary = summarise(records)
@@ -152,3 +153,47 @@ def write_outputs(out_dir: Path, states: Sequence[dict[str, Any]]) -> dict[str, 
                     for r in records if r["judgments"])  # a query whose pool was empty has nothing to serve
     atomic_write_bytes(out_dir / GOLDEN_FILE, lines.encode("utf-8"))
     return summary
+
+
+#: the entries of an output directory that a build writes (and ``--overwrite`` may remove)
+OWNED = (GOLDEN_FILE, SUMMARY_FILE, AUDIT_DIR, STATE_DIR)
+
+
+def _owned(name: str) -> bool:
+    return name in OWNED or any(name.startswith(f".{owned}.tmp-") for owned in OWNED)
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """Refuse an output directory the builder did not create: one that exists and is not a
+    directory, or holds anything but a build's own files without a build's state (``--out .``)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"{out_dir} exists and is not a directory")
+    if not out_dir.exists() or (out_dir / STATE_DIR / BUILD_FILE).is_file():
+        return
+    foreign = sorted(e.name for e in out_dir.iterdir() if not _owned(e.name))
+    if foreign:
+        raise ValueError(f"{out_dir} holds files that no golden build wrote ({', '.join(foreign[:3])}…): "
+                         "name a new or empty directory")
+
+
+def remove_outputs(out_dir: Path) -> None:
+    """Delete what a build wrote into ``out_dir`` (``--overwrite``) and nothing else: its state,
+    ``golden.jsonl``, ``summary.json``, the ``audit/*.json`` files (the folder once empty) and
+    temporary files of interrupted writes."""
+    check_out_dir(out_dir)
+    if not out_dir.exists():
+        return
+    for entry in out_dir.iterdir():
+        if not _owned(entry.name):
+            continue
+        if entry.name == AUDIT_DIR and entry.is_dir():
+            for audit in entry.iterdir():
+                if audit.suffix == ".json" or audit.name.startswith("."):
+                    audit.unlink()
+            if not any(entry.iterdir()):
+                entry.rmdir()
+        elif entry.is_dir():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    fsync_dir(out_dir)

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from steadyrank.retrieval.fsio import atomic_write_bytes, fsync_dir
+from steadyrank.retrieval.fsio import atomic_write_bytes, make_dirs
 
 STATE_DIR = ".state"
 BUILD_FILE = "build.json"
@@ -45,10 +45,9 @@ class Checkpoint:
                 raise ValueError(f"{self.root.parent} holds a build with other settings, judge, indexes or queries; "
                                  "use another directory or pass --overwrite to start over")
             return
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.root)  # the output folder too, each new directory's parent fsynced
         for stale in self.root.glob("q-*.json"):
             stale.unlink()
-        fsync_dir(self.root.parent)
         write_json(build, fingerprint)
 
     def _path(self, position: int) -> Path:

@@ -36,6 +36,7 @@ def pool_query(stores: Sequence[tuple[str, IndexStore]], query: str, retrievers:
             found = {"dense": store.search(query, mode="dense", depth=depth).doc_ids}
         else:
             hybrid = store.search(query, mode="hybrid", depth=depth, rrf_k=rrf_k)
+            assert hybrid.dense is not None and hybrid.sparse is not None  # hybrid computes both lists
             found = {"dense": hybrid.dense.doc_ids, "bm25": hybrid.sparse.doc_ids, "hybrid": hybrid.doc_ids}
         for retriever in retrievers:
             lists[f"{name}:{retriever}"] = found[retriever]

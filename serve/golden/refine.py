@@ -86,7 +86,7 @@ class RefineState:
         return cls(**record)
 
     def graph(self) -> LockGraph:
-        return LockGraph(len(self.theta), (tuple(edge) for edge in self.locks))
+        return LockGraph(len(self.theta), ((edge[0], edge[1]) for edge in self.locks))
 
     def order(self) -> list[int]:
         """The current order: topological over the locks, by θ otherwise."""
@@ -122,7 +122,7 @@ def observe(state: RefineState, ranking: list[int], settings: RefineSettings) ->
         for b in ranking[a_pos + 1:]:
             wins[a][b] += 1
     lower, upper = confidence_bounds(theta, information, prior_information=settings.prior_information, z=settings.z)
-    graph = LockGraph(len(theta), (tuple(edge) for edge in state.locks))
+    graph = LockGraph(len(theta), ((edge[0], edge[1]) for edge in state.locks))
     new_locks = []
     for a_pos, a in enumerate(ranking):
         for b in ranking[a_pos + 1:]:

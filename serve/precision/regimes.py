@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import get_args
+from typing import cast, get_args
 
 from steadyrank.serve.runtime.settings import Precision, Scoring
 
@@ -28,7 +28,7 @@ def parse_regime(text: str) -> Regime:
     if precision not in get_args(Precision) or suffix not in ("", "hps"):
         raise ValueError(f"unknown regime {text!r}: expected fp32, bf16, bf16+hps, fp16 or fp16+hps")
     scoring: Scoring = "hps" if suffix or precision == "fp32" else "native"
-    return Regime(name, precision, scoring)  # type: ignore[arg-type]
+    return Regime(name, cast(Precision, precision), scoring)  # a member of Precision: checked above
 
 
 def parse_regimes(text: str) -> list[Regime]:

@@ -3,8 +3,10 @@
 No LLM can run on the test machines, so this stands in for vLLM or a hosted endpoint: it speaks the
 real wire protocol (``GET /v1/models``, ``POST /v1/chat/completions``) that the real ``openai``
 client talks to. Its answers are deterministic functions of the prompt (word overlap between query
-and passage), so builds against it are reproducible. It can fail (HTTP 500), answer invalid JSON,
-or delay answers, and records requests and the peak number in flight.
+and passage), so builds against it are reproducible. It can fail (HTTP 500), rate-limit (HTTP 429
+with a ``Retry-After`` header), answer invalid JSON, answer with ``usage.prompt_tokens: null`` or
+with a malformed body (a choice without its message), or delay answers, and records requests and the peak
+number in flight.
 """
 
 from __future__ import annotations
@@ -39,10 +41,16 @@ def _rank_answer(prompt: str) -> dict[str, Any]:
 
 
 class StandinLLM:
-    """The server; ``fail_first``/``invalid_first`` requests fail with 500 / answer non-JSON."""
+    """The server. In request order: the first ``rate_limit_first`` requests get 429 with
+    ``Retry-After: retry_after``, the next ``fail_first`` 500, the next ``invalid_first`` a non-JSON
+    answer, the next ``malformed_first`` a choice without its message; ``null_usage`` answers
+    ``usage.prompt_tokens: null``."""
 
-    def __init__(self, *, delay_s: float = 0.0, fail_first: int = 0, invalid_first: int = 0) -> None:
+    def __init__(self, *, delay_s: float = 0.0, fail_first: int = 0, invalid_first: int = 0, rate_limit_first: int = 0,
+                 retry_after: str = "1", malformed_first: int = 0, null_usage: bool = False) -> None:
         self.delay_s, self.fail_first, self.invalid_first = delay_s, fail_first, invalid_first
+        self.rate_limit_first, self.retry_after = rate_limit_first, retry_after
+        self.malformed_first, self.null_usage = malformed_first, null_usage
         self.requests = 0
         self.completions = 0
         self.in_flight = 0
@@ -54,9 +62,11 @@ class StandinLLM:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _send(self, status: int, payload: Any) -> None:
+            def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
                 body = json.dumps(payload).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -88,16 +98,24 @@ class StandinLLM:
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
             time.sleep(self.delay_s)
+            if number <= self.rate_limit_first:
+                handler._send(429, {"error": {"message": "rate limited", "type": "rate_limit_error"}},
+                              {"Retry-After": self.retry_after})
+                return
+            number -= self.rate_limit_first
             if number <= self.fail_first:
                 handler._send(500, {"error": {"message": "overloaded", "type": "server_error"}})
                 return
             prompt = body["messages"][-1]["content"]
             answer = _rank_answer(prompt) if "[A]" in prompt else _grade_answer(prompt)
             content = "sorry, I cannot help" if number <= self.fail_first + self.invalid_first else json.dumps(answer)
+            malformed = number <= self.fail_first + self.invalid_first + self.malformed_first
+            choices = [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}]
             handler._send(200, {
                 "id": f"c{number}", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(content.split()),
+                "choices": [{"index": 0, "finish_reason": "stop"}] if malformed else choices,  # no message
+                "usage": {"prompt_tokens": None if self.null_usage else len(prompt.split()),
+                          "completion_tokens": len(content.split()),
                           "total_tokens": len(prompt.split()) + len(content.split())},
             })
             with self.lock:

@@ -147,3 +147,45 @@ def test_a_query_without_candidates_is_listed_and_left_out(reference, demo_index
     summary = first_json(capsys.readouterr().out)
     assert summary["queries"] == 2 and summary["queries_without_candidates"] == ["nothing"]
     assert list(load_golden(out / "golden.jsonl").queries) == ["q01"]
+
+
+def test_overwrite_removes_only_the_builds_own_files_and_refuses_a_foreign_directory(reference, tmp_path, capsys):
+    """``--out .``-style mistakes: a directory holding other files and no build is refused (with or
+    without ``--overwrite``) and left as it was; over a real build, ``--overwrite`` keeps a file the
+    user put there and rewrites the outputs."""
+    ref_out, _, args = reference
+    foreign = tmp_path / "home"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("years of work")
+    for extra in ([], ["--overwrite"]):
+        assert main([*[str(foreign) if a == str(ref_out) else a for a in args], *extra]) == 2
+        assert "holds files that no golden build wrote (thesis.tex" in capsys.readouterr().err
+        assert sorted(p.name for p in foreign.iterdir()) == ["thesis.tex"]
+    out = tmp_path / "out"
+    assert main([str(out) if a == str(ref_out) else a for a in args]) == 0
+    (out / "notes.md").write_text("mine")
+    (out / "audit" / "README").write_text("mine too")
+    assert main([*[str(out) if a == str(ref_out) else a for a in args], "--overwrite"]) == 0
+    assert (out / "notes.md").read_text() == "mine" and (out / "audit" / "README").read_text() == "mine too"
+    assert output_files(out) == {**output_files(ref_out), "notes.md": b"mine", "audit/README": b"mine too"}
+
+
+def test_an_edited_prompt_template_is_refused_on_resume(reference, tmp_path, capsys):
+    """The template's contents, not its path, are in the fingerprint: editing the file in place
+    between two runs refuses the resume instead of mixing two rubrics in one golden set."""
+    from importlib import resources
+
+    ref_out, _, args = reference
+    judge_path = Path(args[args.index("--judge") + 1])
+    template = tmp_path / "grade.txt"
+    template.write_text(resources.files("steadyrank.serve.golden").joinpath("templates", "grade.txt").read_text("utf-8"))
+    judge = json.loads(judge_path.read_text())
+    custom = tmp_path / "judge.json"
+    custom.write_text(json.dumps({**judge, "grade_template": str(template)}))
+    out = tmp_path / "out"
+    run = [str(out) if a == str(ref_out) else str(custom) if a == str(judge_path) else a for a in args]
+    assert main(run) == 0
+    template.write_text(template.read_text() + "\nBe strict.\n")
+    capsys.readouterr()
+    assert main(run) == 2
+    assert "holds a build with other settings" in capsys.readouterr().err

@@ -88,3 +88,60 @@ def test_ranking_answers_are_validated():
     for bad in ('{"ranking": ["A"]}', '{"ranking": ["A", "A"]}', '{"ranking": ["A", "C"]}', '{"order": ["A", "B"]}'):
         with pytest.raises(InvalidAnswerError):
             parse_ranking(bad, ["A", "B"])
+
+
+def _recording_judge(base_url: str, **overrides):
+    """The real judge whose retry waits are recorded instead of slept (so no test waits seconds)."""
+    from steadyrank.serve.golden.judges.openai_chat import OpenAIChatJudge
+
+    waits: list[float] = []
+    return OpenAIChatJudge(settings(base_url, **overrides), sleep=waits.append), waits
+
+
+def test_rate_limit_retry_after_is_honoured():
+    """A 429 with ``Retry-After: 7`` is waited out for exactly 7 s (not the 0.01 s backoff), then retried."""
+    with StandinLLM(rate_limit_first=2, retry_after="7") as llm:
+        judge, waits = _recording_judge(llm.base_url)
+        call = judge.rank(QUERY, PASSAGES)
+        assert waits == [7.0, 7.0] and call.attempts == 3 and llm.requests == 3
+
+
+def test_backoff_is_full_jitter_within_the_exponential_cap():
+    with StandinLLM(fail_first=3) as llm:
+        judge, waits = _recording_judge(llm.base_url, backoff_s=1.0, backoff_max_s=3.0)
+        judge.rank(QUERY, PASSAGES)
+        caps = [1.0, 2.0, 3.0]  # min(backoff_max_s, backoff_s · 2^(r−1))
+        assert len(waits) == 3 and all(0 <= w <= cap for w, cap in zip(waits, caps, strict=True))
+
+
+def test_a_retry_after_past_the_retry_budget_fails_the_call_at_once():
+    with StandinLLM(rate_limit_first=5, retry_after="600") as llm:
+        judge, waits = _recording_judge(llm.base_url, retry_budget_s=60)
+        with pytest.raises(JudgeError, match=r"the rank call for d1, d2, d3, d4 failed 1 time \(the next wait would pass its 60 s"):
+            judge.rank(QUERY, PASSAGES)
+        assert waits == [] and llm.requests == 1
+
+
+def test_null_token_counts_and_malformed_responses_are_judge_errors_or_zero():
+    """``usage.prompt_tokens: null`` counts 0 tokens; a choice without its message is retried, and
+    when it persists the failure is a JudgeError naming the call."""
+    with StandinLLM(null_usage=True) as llm:
+        calls = list(make_judge(settings(llm.base_url)).grade(QUERY, PASSAGES[:1]))
+        assert calls[0].prompt_tokens == 0 and calls[0].completion_tokens > 0
+    with StandinLLM(malformed_first=1) as llm:
+        judge, _ = _recording_judge(llm.base_url)
+        assert judge.rank(QUERY, PASSAGES).attempts == 2
+    with StandinLLM(malformed_first=100) as llm:
+        judge, _ = _recording_judge(llm.base_url, max_retries=1)
+        with pytest.raises(JudgeError, match="the grade call for d2 failed 2 times; last: malformed response"):
+            list(judge.grade(QUERY, PASSAGES[1:2]))
+
+
+def test_template_contents_are_fingerprinted(tmp_path):
+    template = tmp_path / "grade.txt"
+    template.write_text("Query: $query\nPassage:\n$passage\n\nAnswer with {\"grade\": 1-5}", encoding="utf-8")
+    with StandinLLM() as llm:
+        first = make_judge(settings(llm.base_url, grade_template=str(template))).prompts_fingerprint()
+        template.write_text(template.read_text(encoding="utf-8") + " Be strict.", encoding="utf-8")
+        second = make_judge(settings(llm.base_url, grade_template=str(template))).prompts_fingerprint()
+    assert first["rank"] == second["rank"] and first["grade"] != second["grade"]

@@ -37,3 +37,15 @@ def embedder() -> HashEmbedder:
 @pytest.fixture
 def documents() -> list[Document]:
     return synthetic_documents(400)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Print the fault-injection totals when ``test_faults`` ran (the closing-note numbers)."""
+    import sys
+
+    module = sys.modules.get("tests.retrieval.test_faults")
+    if module is not None and module.TOTALS:
+        terminalreporter.write_line(
+            f"fault injection: {module.TOTALS['faults']} faults injected, "
+            f"{module.TOTALS['acknowledged']} acknowledged writes checked"
+        )

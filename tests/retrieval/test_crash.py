@@ -81,20 +81,31 @@ def test_build_killed_while_writing_leaves_previous_index_then_rebuild_cleans_up
     assert sorted(p.name for p in old_index.iterdir()) == ["CURRENT", "LOCK", "gen-000002"]
 
 
-def test_build_killed_at_random_moments_is_old_or_new_never_broken(old_index):
-    before = fingerprint(old_index)
+def kill_at_moments(script: str, observe, delays: tuple[float, ...], is_new) -> set[str]:
+    """Run ``script`` and kill it ``delay`` s after it is ready, for each delay until the new index
+    shows; after each kill the state ``observe`` sees must be the old one or ``is_new``. Returns the
+    outcomes seen."""
+    before = observe()
     outcomes = set()
-    for delay in (0.0, 0.3, 0.8, 2.0):
-        process = start_python(BUILD_SCRIPT.format(n=2000, path=str(old_index), factory="HNSW32,Flat"))
+    for delay in delays:
+        process = start_python(script)
         wait_for_line(process, "ready")
         time.sleep(delay)
         if process.poll() is None:
             kill(process)
-        state = fingerprint(old_index)
+        state = observe()
         outcomes.add("old" if state == before else "new")
-        assert state == before or (state[0] == 2000 and state[2][0].startswith("new"))
+        assert state == before or is_new(state), state
         if state != before:
             break
+    return outcomes
+
+
+def test_build_killed_at_random_moments_is_old_or_new_never_broken(old_index):
+    outcomes = kill_at_moments(
+        BUILD_SCRIPT.format(n=2000, path=str(old_index), factory="HNSW32,Flat"), lambda: fingerprint(old_index),
+        (0.0, 0.3, 0.8, 2.0), lambda state: state[0] == 2000 and state[2][0].startswith("new"),
+    )
     assert "old" in outcomes
 
 
@@ -162,3 +173,50 @@ def test_compaction_killed_while_writing_loses_nothing(tmp_path):
     assert fingerprint(path) == before
     with IndexStore.open(path, HashEmbedder()) as store:
         assert "fresh0" in store and "old1" not in store and store.info()["wal_records"] == 2
+
+
+SHARDED_BUILD_SCRIPT = """
+from steadyrank.retrieval.shards import build_sharded_index
+from tests.retrieval.helpers import HashEmbedder, synthetic_documents
+docs = synthetic_documents({n}, seed=99, prefix="new")
+print("ready", flush=True)
+build_sharded_index({path!r}, docs, HashEmbedder(), shards=2, batch_size=500, overwrite=True)
+print("done", flush=True)
+"""
+
+
+def sharded_fingerprint(path: Path) -> tuple:
+    """What a reader of a sharded index sees: shard count, count, and one query's results."""
+    from steadyrank.retrieval.shards import ShardedIndex
+
+    with ShardedIndex.open(path, HashEmbedder()) as index:
+        dense = index.search(QUERY, mode="dense", depth=10)
+        bm25 = index.search(QUERY, mode="bm25", depth=10)
+        return len(index.shards), index.count, dense.doc_ids, bm25.doc_ids
+
+
+def test_sharded_overwrite_killed_at_any_moment_is_old_or_new_never_mixed(tmp_path):
+    """An overwrite from 3 shards to 2, killed while writing the new set: the old index stays whole
+    (its 3 shards, its statistics); a later writer removes the half-written set."""
+    from steadyrank.retrieval.shards import ShardedIndex, build_sharded_index
+
+    path = tmp_path / "sharded"
+    build_sharded_index(path, synthetic_documents(300, seed=5, prefix="old"), HashEmbedder(), shards=3)
+    before = sharded_fingerprint(path)
+    process = start_python(SHARDED_BUILD_SCRIPT.format(n=8000, path=str(path)))
+    wait_for_line(process, "ready")
+    deadline = time.monotonic() + 120
+    while not any(path.glob("set-000002/shard-*/.tmp-*")):  # a new shard's generation being written
+        assert process.poll() is None, process.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    kill(process)
+    assert sharded_fingerprint(path) == before
+    with ShardedIndex.open(path, HashEmbedder(), writable=True):
+        pass
+    assert not (path / "set-000002").exists()
+    outcomes = kill_at_moments(
+        SHARDED_BUILD_SCRIPT.format(n=3000, path=str(path)), lambda: sharded_fingerprint(path), (0.0, 0.5, 1.5, 4.0),
+        lambda state: state[:2] == (2, 3000) and state[2][0].startswith("new"),
+    )
+    assert "old" in outcomes

@@ -27,6 +27,7 @@ from steadyrank.retrieval.shards import (
     build_sharded_index,
     merge_answers,
     open_shard,
+    read_shards_manifest,
     scatter_gather,
     shard_of,
 )
@@ -96,7 +97,7 @@ def test_bm25_scores_use_corpus_wide_statistics(pair, embedder):
     """Scored alone (its own N, df, avgdl), a shard gives other scores; with the corpus-wide
     statistics it gives the unsharded ones."""
     flat, sharded = pair
-    shard_dir = sharded / "shard-001"
+    shard_dir = sharded / read_shards_manifest(sharded)["dirs"][1]
     with IndexStore.open(flat) as whole, open_shard(sharded, 1) as shard:
         want = whole.search("tax policy in small towns", mode="bm25", depth=500)
         got = shard.search("tax policy in small towns", mode="bm25", depth=500)
@@ -141,7 +142,7 @@ def test_mutations_route_to_owner_and_stay_equal(pair, embedder):
 def test_one_shard_reader_refuses_stale_statistics_and_a_writer_repairs(pair, embedder):
     _, sharded = pair
     # a change behind the sharded index's back (as a crash between WAL append and statistics write leaves)
-    with IndexStore.open(sharded / "shard-002", writable=True) as shard:
+    with IndexStore.open(sharded / read_shards_manifest(sharded)["dirs"][2], writable=True) as shard:
         shard.delete([shard.live_texts and next(iter(shard._live))])
     with pytest.raises(IndexIntegrityError, match="do not match"):
         open_shard(sharded, 0)
@@ -255,3 +256,28 @@ def test_cli_build_shards_search_equals_unsharded(tmp_path, capsys):
     capsys.readouterr()
     assert main(["index", "delete", "--index", str(tmp_path / "sharded"), "--ids", "d0", "d1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["live_count"] == 43
+
+
+def test_an_index_written_before_shard_sets_loads_and_an_overwrite_replaces_it(tmp_path, embedder):
+    """The earlier layout (``dirs: ["shard-000", …]``, ``DIR/bm25-stats.json``) still loads, its
+    one-shard readers accept its statistics, and an overwrite leaves only the new set."""
+    path = tmp_path / "old"
+    docs = synthetic_documents(60)
+    build_sharded_index(path, docs, embedder, shards=2)
+    manifest = read_shards_manifest(path)
+    for name in manifest["dirs"]:
+        (path / name).rename(path / name.split("/")[1])
+    stats = json.loads((path / manifest["stats"]).read_text())
+    stats["state"] = {name.split("/")[1]: state for name, state in stats["state"].items()}
+    (path / "bm25-stats.json").write_text(json.dumps(stats))
+    (path / manifest["set"]).joinpath("bm25-stats.json").unlink()
+    (path / manifest["set"]).rmdir()
+    legacy = {k: v for k, v in manifest.items() if k not in ("set", "stats")}
+    (path / "SHARDS.json").write_text(json.dumps({**legacy, "dirs": ["shard-000", "shard-001"]}))
+    with ShardedIndex.open(path, embedder) as index:
+        assert index.count == 60 and index.search("report 3", mode="hybrid", depth=5).doc_ids
+    open_shard(path, 1).close()
+    build_sharded_index(path, synthetic_documents(40, prefix="n"), embedder, shards=3, overwrite=True)
+    assert sorted(p.name for p in path.iterdir()) == ["LOCK", "SHARDS.json", "set-000001"]
+    with ShardedIndex.open(path, embedder) as index:
+        assert index.count == 40 and "n0" in index and "d0" not in index

@@ -233,3 +233,34 @@ def test_non_normalised_embedder_is_refused(tmp_path, documents):
 def test_ivf_needs_enough_training_vectors(tmp_path, embedder, documents):
     with pytest.raises(ValueError, match="needs at least 1024 vectors"):
         build_index(tmp_path / "idx", documents, embedder, dense=DenseSettings("IVF1024,SQ8"))
+
+
+def test_a_reader_racing_a_compaction_retries_when_faiss_finds_its_file_gone(tmp_path, embedder, documents, monkeypatch):
+    """The race made deterministic: between the reader's reading ``CURRENT`` and FAISS's reading
+    ``dense.faiss``, a writer compacts (the old generation is deleted); FAISS then raises
+    RuntimeError (not FileNotFoundError) and the reader loads the new generation instead."""
+    from steadyrank.retrieval import store as store_module
+
+    path = tmp_path / "idx"
+    build_index(path, documents, embedder)
+    writer = IndexStore.open(path, embedder, writable=True)
+    writer.delete([documents[0].id])
+    real_read = store_module.DenseIndex.read
+    raised: list[str] = []
+    compacted: list[bool] = []
+
+    def read_after_a_compaction(file, settings):
+        if compacted:
+            return real_read(file, settings)
+        compacted.append(True)
+        writer.compact()  # (its own load of the new generation reads through here too)
+        try:
+            return real_read(file, settings)
+        except RuntimeError as exc:
+            raised.append(str(exc))
+            raise
+
+    monkeypatch.setattr(store_module.DenseIndex, "read", staticmethod(read_after_a_compaction))
+    with IndexStore.open(path, embedder) as reader:
+        assert raised and reader.generation == "gen-000002" and documents[0].id not in reader
+    writer.close()

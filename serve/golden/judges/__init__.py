@@ -32,7 +32,7 @@ GRADES = (1, 2, 3, 4, 5)
 
 
 class JudgeError(ValueError):
-    """The judge failed to give a valid answer (after retries)."""
+    """The judge failed to give a valid answer (after retries); the message names the call."""
 
 
 class JudgeUnavailableError(JudgeError):
@@ -75,6 +75,11 @@ class Judge(ABC):
     def rank(self, query: str, passages: Sequence[Passage]) -> JudgeCall:
         """Rank ``passages`` best first (one listwise call)."""
 
+    def prompts_fingerprint(self) -> dict[str, str]:
+        """SHA-256 of every prompt template the judge fills (by name), for a build's resume
+        fingerprint: an edited template must not mix two rubrics in one golden set."""
+        return {}
+
 
 class RerankerJudgeSettings(BaseModel):
     """``type: reranker``: a model the runtime loads; FP32 score s ↦ grade ``1 + #{t ∈ thresholds : s ≥ t}``.
@@ -114,7 +119,17 @@ class OpenAIChatJudgeSettings(BaseModel):
     api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the API key ('EMPTY' if unset)")
     max_concurrency: int = Field(4, ge=1, description="judge calls in flight at once")
     max_retries: int = Field(4, ge=0, description="retries of a failed or invalid answer")
-    backoff_s: float = Field(1.0, ge=0, description="wait before retry r: backoff_s · 2^(r−1) seconds")
+    backoff_s: float = Field(
+        1.0, ge=0,
+        description="full-jitter backoff: the wait before retry r is uniform in [0, min(backoff_max_s, backoff_s · 2^(r−1))] "
+                    "seconds, unless the server's Retry-After (429/503) names the wait",
+    )
+    backoff_max_s: float = Field(30.0, ge=0, description="cap of one backoff wait (s); a Retry-After is not capped by it")
+    retry_budget_s: float = Field(
+        300.0, gt=0,
+        description="most seconds one judge call may spend on its attempts and waits: a retry whose wait would end "
+                    "past it (a long Retry-After included) is not made and the call fails",
+    )
     timeout_s: float = Field(60.0, gt=0, description="per-request timeout (s)")
     temperature: float = 0.0
     max_tokens: int = Field(256, ge=1)

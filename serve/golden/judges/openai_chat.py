@@ -2,15 +2,24 @@
 
 Prompts come from template files (``string.Template``: ``$query``, ``$passage`` for the rubric;
 ``$query``, ``$passages``, ``$labels`` for the listwise call), packaged as ``templates/grade.txt`` and
-``templates/rank.txt`` and replaceable in the judge config. Answers must be JSON: ``{"grade": 1–5}``
-or ``{"ranking": [labels]}`` (every label once); a transport error, a 429/5xx or an invalid answer
-is retried up to ``max_retries`` times after ``backoff_s · 2^(r−1)`` seconds; other HTTP errors fail
-at once. At most ``max_concurrency`` grade calls are in flight. Token usage (prompt + completion, all
-attempts) is counted per call.
+``templates/rank.txt`` and replaceable in the judge config; their SHA-256 enter the build's resume
+fingerprint (:meth:`OpenAIChatJudge.prompts_fingerprint`). Answers must be JSON: ``{"grade": 1–5}``
+or ``{"ranking": [labels]}`` (every label once).
+
+Retries (through ``tenacity``): a transport error, a 429/5xx, a malformed response or an invalid
+answer is retried up to ``max_retries`` times. The wait before retry r is the server's
+``Retry-After`` (``retry-after-ms``, or ``retry-after`` in seconds or as an HTTP date) when it sent
+one, else full jitter: uniform in [0, min(``backoff_max_s``, ``backoff_s`` · 2^(r−1))] s. A retry
+whose wait would end more than ``retry_budget_s`` after the call's first attempt is not made. Other
+HTTP errors fail at once. Every failure is a :class:`JudgeError` naming the call (kind and doc ids).
+At most ``max_concurrency`` grade calls are in flight. Token usage (prompt + completion, all
+attempts; a missing or null count is 0) is counted per call.
 """
 
 from __future__ import annotations
 
+import email.utils
+import hashlib
 import json
 import os
 import string
@@ -20,6 +29,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, stop_before_delay
+from tenacity.wait import wait_random_exponential
 
 from steadyrank.serve.golden.judges import (
     GRADES,
@@ -41,7 +53,7 @@ class InvalidAnswerError(ValueError):
 
 def _template(path: str | None, packaged: str) -> string.Template:
     if path is None:
-        return string.Template(resources.files("steadyrank.serve.golden").joinpath("templates", packaged).read_text("utf-8"))
+        return string.Template((resources.files("steadyrank.serve.golden") / "templates" / packaged).read_text("utf-8"))
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path}: prompt template not found")
     return string.Template(Path(path).read_text(encoding="utf-8"))
@@ -76,12 +88,41 @@ def parse_ranking(content: str | None, labels: Sequence[str]) -> list[str]:
     return [str(label) for label in ranking]
 
 
+def retry_after_s(exc: BaseException | None) -> float | None:
+    """The wait (s) an HTTP error's response asks for: ``retry-after-ms``, else ``retry-after`` as
+    seconds or an HTTP date; None when it names none."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) * scale)
+        except ValueError:
+            pass
+        try:
+            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _call_name(kind: str, doc_ids: Sequence[str]) -> str:
+    shown = ", ".join(doc_ids[:5]) + (f" and {len(doc_ids) - 5} more" if len(doc_ids) > 5 else "")
+    return f"the {kind} call for {shown}"
+
+
 class OpenAIChatJudge(Judge):
-    def __init__(self, settings: OpenAIChatJudgeSettings) -> None:
+    def __init__(self, settings: OpenAIChatJudgeSettings, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        """``sleep``: how retry waits are spent (``time.sleep``; tests record the waits instead)."""
         import openai
 
         self.settings = settings
         self._openai = openai
+        self._sleep = sleep
+        self._jitter = wait_random_exponential(multiplier=settings.backoff_s, max=settings.backoff_max_s)
         self.client = openai.OpenAI(base_url=settings.base_url, api_key=os.environ.get(settings.api_key_env, "EMPTY"),
                                     max_retries=0, timeout=settings.timeout_s)
         self.grade_template = _template(settings.grade_template, "grade.txt")
@@ -97,6 +138,15 @@ class OpenAIChatJudge(Judge):
             raise JudgeUnavailableError(
                 f"the judge at {self.settings.base_url} does not serve {self.settings.model!r} (it serves {served[:5]})")
 
+    def prompts_fingerprint(self) -> dict[str, str]:
+        return {name: hashlib.sha256(template.template.encode("utf-8")).hexdigest()
+                for name, template in (("grade", self.grade_template), ("rank", self.rank_template))}
+
+    def _wait(self, state: RetryCallState) -> float:
+        """The server's Retry-After if it sent one, else full jitter (see the module docstring)."""
+        asked = retry_after_s(state.outcome.exception() if state.outcome is not None else None)
+        return self._jitter(state) if asked is None else asked
+
     def _passage(self, text: str) -> str:
         return text[: self.settings.max_passage_chars]
 
@@ -105,26 +155,40 @@ class OpenAIChatJudge(Judge):
                      self._openai.InternalServerError, InvalidAnswerError)
         s = self.settings
         tokens = [0, 0]
-        for attempt in range(1, s.max_retries + 2):
+        attempts = 0
+
+        def attempt() -> tuple[Any, str | None]:
+            nonlocal attempts
+            attempts += 1
+            json_mode: dict[str, Any] = {"response_format": {"type": "json_object"}} if s.json_mode else {}
+            response = self.client.chat.completions.create(
+                model=s.model, messages=[{"role": "user", "content": prompt}], temperature=s.temperature,
+                max_tokens=s.max_tokens, **json_mode,
+            )
             try:
-                response = self.client.chat.completions.create(
-                    model=s.model, messages=[{"role": "user", "content": prompt}], temperature=s.temperature,
-                    max_tokens=s.max_tokens, **({"response_format": {"type": "json_object"}} if s.json_mode else {}),
-                )
                 if response.usage is not None:
-                    tokens[0] += response.usage.prompt_tokens
-                    tokens[1] += response.usage.completion_tokens
+                    tokens[0] += response.usage.prompt_tokens or 0
+                    tokens[1] += response.usage.completion_tokens or 0
                 content = response.choices[0].message.content if response.choices else None
-                value = parse(content)
-                call = JudgeCall(kind, doc_ids, prompt_hash(prompt), {"content": content}, tokens[0], tokens[1], attempt)
-                return value, call
-            except retryable as exc:
-                if attempt > s.max_retries:
-                    raise JudgeError(f"judge {s.model!r} at {s.base_url} failed {attempt} times; last: {exc}") from None
-                time.sleep(s.backoff_s * 2 ** (attempt - 1))
-            except self._openai.APIStatusError as exc:
-                raise JudgeError(f"judge {s.model!r} at {s.base_url} refused the request: {exc}") from None
-        raise AssertionError("unreachable")
+            except (AttributeError, TypeError, IndexError, KeyError) as exc:
+                raise InvalidAnswerError(f"malformed response ({type(exc).__name__}: {exc})") from None
+            return parse(content), content
+
+        retrying = Retrying(
+            retry=retry_if_exception_type(retryable), wait=self._wait, sleep=self._sleep, reraise=True,
+            stop=stop_after_attempt(s.max_retries + 1) | stop_before_delay(s.retry_budget_s),
+        )
+        where = f"judge {s.model!r} at {s.base_url}: {_call_name(kind, doc_ids)}"
+        try:
+            value, content = retrying(attempt)
+        except retryable as exc:
+            why = "" if attempts > s.max_retries else f" (the next wait would pass its {s.retry_budget_s:g} s retry budget)"
+            raise JudgeError(f"{where} failed {attempts} time{'s' * (attempts != 1)}{why}; last: {exc}") from exc
+        except self._openai.APIStatusError as exc:
+            raise JudgeError(f"{where} was refused: {exc}") from exc
+        except Exception as exc:  # a response the client cannot read, a validation error: still the judge's failure
+            raise JudgeError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
+        return value, JudgeCall(kind, doc_ids, prompt_hash(prompt), {"content": content}, tokens[0], tokens[1], attempts)
 
     def _grade_one(self, query: str, passage: Passage) -> JudgeCall:
         prompt = self.grade_template.substitute(query=query, passage=self._passage(passage[1]))
