@@ -27,19 +27,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from steadyrank.serve.app.golden_guard import apply_guard
 from steadyrank.serve.app.settings import Settings, SettingsError, check_files, load_settings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def resolve_settings(source: Any) -> Settings:
-    """Load and check the settings named by a ``build_app`` argument (errors name the field)."""
+    """Load and check the settings named by a ``build_app`` argument (errors name the field); the
+    own-corpus guard (:mod:`serve.app.golden_guard`) switches the evaluator off for a user index
+    without a golden set."""
     if isinstance(source, (str, Path)):
         path = Path(source).expanduser()
         if not path.is_absolute() and not path.exists() and (PROJECT_ROOT / path).is_file():
             path = PROJECT_ROOT / path
         source = path
-    settings = load_settings(source)
+    settings = apply_guard(load_settings(source))  # a user index without a golden set: evaluator off
     check_files(settings)
     return settings
 

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,21 +109,21 @@ def _progress(done: int, total: int) -> None:
           file=sys.stderr, flush=True)
 
 
-def _ensure_index_in_child(settings: Any) -> Path:
-    """Build the index in a spawned child process: embedding the corpus loads the embedder (torch,
-    about 0.5 GB), which this process, alive as long as the server, would otherwise keep."""
+def _in_child(func: Callable[..., Any], *args: Any) -> Any:
+    """``func(*args)`` in a spawned child process: building the index loads the embedder (torch,
+    about 0.5 GB), checking the golden set opens the index (FAISS, BM25), and this process, alive as
+    long as the server, would otherwise keep them."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from steadyrank.serve.app.default import ensure_index
-
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(ensure_index, settings, _progress).result()
+        return pool.submit(func, *args).result()
 
 
 def run(args: argparse.Namespace) -> int:
     from steadyrank.serve.app.builder import resolve_settings
     from steadyrank.serve.app.default import ensure_index, index_exists
+    from steadyrank.serve.app.golden_guard import check_golden_coverage
 
     settings = resolve_settings(args.config)  # SettingsError (a ValueError) → one line per bad field, exit 2
     host = args.host or settings.http.host
@@ -133,8 +134,10 @@ def run(args: argparse.Namespace) -> int:
     reserved = settings.deployments.total_cpus(canary=canary, evaluator=settings.quality.enabled)
     source = args.config or os.environ.get("STEADYRANK_SETTINGS") or "the embedded default"
     print(f"steadyrank: settings from {source}", file=sys.stderr)
-    index = ensure_index(settings) if index_exists(settings) else _ensure_index_in_child(settings)
+    index = ensure_index(settings) if index_exists(settings) else _in_child(ensure_index, settings, _progress)
     print(f"steadyrank: index at {index}", file=sys.stderr)
+    if settings.quality.enabled and settings.quality.golden is not None:  # the own-corpus guard
+        _in_child(check_golden_coverage, settings, index)
     if args.check:
         print(f"steadyrank: settings valid; deployments reserve {reserved:g} CPUs; would listen on http://{host}:{port}")
         return 0
