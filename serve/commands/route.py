@@ -8,8 +8,9 @@ from dataclasses import replace
 
 from tqdm import tqdm
 
-from steadyrank.metrics.io import read_beir_queries, read_qrels
+from steadyrank.metrics.io import read_qrels
 from steadyrank.retrieval.calibration import DEFAULT_MEASURE, OBJECTIVES, calibrate, fit_model, observe
+from steadyrank.retrieval.corpus import read_queries
 from steadyrank.retrieval.pipeline import rerank_candidates
 from steadyrank.retrieval.routing import MODEL_FEATURES, RoutingSettings, save_settings
 from steadyrank.retrieval.shards import open_index
@@ -81,9 +82,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
         entropy_temperature=args.entropy_temperature,
     )
     qrels = read_qrels(f"{args.data}/qrels/{args.split}.tsv")
-    queries = {q: t for q, t in read_beir_queries(f"{args.data}/queries.jsonl").items() if q in qrels}
+    queries = {q: t for q, t in read_queries(args.data).items() if q in qrels}
     if not queries:
-        raise ValueError(f"no query of {args.data}/queries.jsonl has judgments in qrels/{args.split}.tsv")
+        raise ValueError(f"no query of {args.data}'s queries file has judgments in qrels/{args.split}.tsv")
     embedder = None if args.mode == "bm25" else load_embedder_arg(args.embedder)
     reranker = load_reranker_arg(args.rerank, args.rerank_precision)
     rankings = {}

@@ -72,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "search",
         help="retrieve and rerank queries against an index; write a TREC run and RUN.json",
         description=(
-            "Search every query of QUERIES (BEIR queries.jsonl or a BEIR folder) in the index. Hybrid "
+            "Search every query of QUERIES (a queries file or a BEIR folder) in the index. Hybrid "
             "fuses the dense and BM25 top DEPTH lists with RRF. With --rerank, the first k_low "
             "candidates are reranked; route 'dynamic' reranks up to DEPTH only when an uncertainty "
             "signal fires (small dense margin, high reranker entropy, tie at top_n, low dense/BM25 "
