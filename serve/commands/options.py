@@ -89,7 +89,7 @@ def add_grade_map_argument(parser: argparse.ArgumentParser, *, default: str | No
 
 
 def add_corpus_arguments(parser: argparse.ArgumentParser, *, flag: str = "--corpus", required: bool = True,
-                         help: str = "corpus file or BEIR folder") -> None:
+                         help: str = "the corpus") -> None:
     """The corpus file and how to read it: ``flag``, ``--id-field``, ``--text-field``,
     ``--title-field`` and ``--strict`` (the empty-document rule)."""
     parser.add_argument(flag, required=required, metavar="PATH", help=f"{help}: {FORMATS}, or a BEIR folder")
