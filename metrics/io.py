@@ -16,7 +16,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,16 +111,22 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise FormatError(path, number, f"bad JSON: {exc.msg}") from None
-            if not isinstance(record, dict):
-                raise FormatError(path, number, "expected a JSON object")
-            yield number, record
+        yield from jsonl_objects(path, enumerate(handle, start=1))
+
+
+def jsonl_objects(path: str | os.PathLike, lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank of the numbered ``lines`` of ``path``; bad JSON
+    or a non-object is a FormatError naming the line."""
+    for number, line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise FormatError(path, number, f"bad JSON: {exc.msg} (column {exc.colno})") from None
+        if not isinstance(record, dict):
+            raise FormatError(path, number, f"expected a JSON object, got {type(record).__name__}")
+        yield number, record
 
 
 #: How many skipped ids a warning names.

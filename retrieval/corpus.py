@@ -1,9 +1,17 @@
-"""Documents and queries from JSONL files (BEIR ``corpus.jsonl`` / ``queries.jsonl``).
+"""Documents and queries from a corpus file or BEIR folder: one reader for every command.
 
-A corpus line is ``{"_id" | "id": str, "text": str, "title"?: str, "metadata"?: object}``.
-Errors name the file and the 1-based line number. Invalid JSON stops reading at once
-(``metrics.io.FormatError``); other problems are collected, up to :data:`MAX_REPORTED_ERRORS`,
-into one :class:`CorpusError`, so a user fixes them in one pass.
+Formats (:mod:`retrieval.records`): JSONL (``.jsonl``, ``.jsonl.gz``), TSV/CSV (a header row, or two
+columns id and text), Parquet, and BEIR folders (``corpus.jsonl`` or ``corpus.jsonl.gz`` inside).
+Which field holds what is :class:`Fields` (the CLI's ``--id-field``, ``--text-field``,
+``--title-field``); a JSONL record's ``metadata`` object is kept.
+
+Errors name the file, the line (or Parquet row) and the field. Bad bytes (invalid UTF-8, bad JSON,
+corrupt gzip) stop reading at once (``metrics.io.FormatError``); other problems are collected, up to
+:data:`MAX_REPORTED_ERRORS`, into one :class:`CorpusError`, so a user fixes them in one pass.
+
+The empty-document rule, the same for every command: a document whose text is blank (empty, only
+whitespace, or null) is left out and counted, and a warning names the first five
+(:func:`steadyrank.metrics.io.skipped_empty_warning`); ``strict`` refuses it instead.
 """
 
 from __future__ import annotations
@@ -12,9 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from steadyrank.metrics.io import read_beir_queries, read_jsonl, skipped_empty_warning
+from steadyrank.metrics.io import skipped_empty_warning
+from steadyrank.retrieval.records import Record, read_records
 
 MAX_REPORTED_ERRORS = 20
+#: The id fields looked for, in order, when :attr:`Fields.id` is unset.
+DEFAULT_ID_FIELDS = ("_id", "id")
 
 
 class CorpusError(ValueError):
@@ -40,28 +51,51 @@ class Document:
         return {"id": self.id, "title": self.title, "text": self.text, "metadata": self.metadata}
 
 
-def resolve_jsonl(path: str | Path, beir_name: str) -> Path:
-    """``path`` itself, or ``path/beir_name`` when ``path`` is a BEIR directory."""
+@dataclass(frozen=True)
+class Fields:
+    """Which field of a record holds the id, the text and the title.
+
+    ``id`` unset: ``_id``, else ``id``. ``title`` unset: ``title`` when a record has one (none is
+    fine); set: every record must have it. The text field must be in every record.
+    """
+
+    id: str | None = None
+    text: str = "text"
+    title: str | None = None
+
+    def id_names(self) -> tuple[str, ...]:
+        return DEFAULT_ID_FIELDS if self.id is None else (self.id,)
+
+
+#: The files a BEIR folder holds its corpus or queries in, in the order they are looked for.
+BEIR_NAMES = {"corpus": ("corpus.jsonl", "corpus.jsonl.gz"), "queries": ("queries.jsonl", "queries.jsonl.gz")}
+
+
+def resolve_source(path: str | Path, kind: str) -> Path:
+    """``path`` itself, or the ``kind`` (``corpus``/``queries``) file of the BEIR folder ``path``."""
     p = Path(path)
     if p.is_dir():
-        p = p / beir_name
+        found = next((p / name for name in BEIR_NAMES[kind] if (p / name).is_file()), None)
+        if found is None:
+            raise FileNotFoundError(f"{p}: a BEIR folder holds {' or '.join(BEIR_NAMES[kind])}; none found")
+        return found
     if not p.is_file():
-        raise FileNotFoundError(f"no such file: {p}")
+        raise FileNotFoundError(f"{p}: no such file or folder")
     return p
 
 
 class _Errors:
-    """Collects ``file:line: message`` entries and raises them together."""
+    """Collects ``where: message`` entries and raises them together."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.items: list[str] = []
         self.total = 0
 
-    def add(self, line: int, message: str) -> None:
+    def add(self, where: str, message: str) -> None:
         self.total += 1
         if len(self.items) < MAX_REPORTED_ERRORS:
-            self.items.append(f"{self.path}:{line}: {message}")
+            self.items.append(f"{where}: {message}")
 
     def raise_if_any(self) -> None:
         if self.items:
@@ -69,25 +103,51 @@ class _Errors:
             raise CorpusError(f"{self.total} error(s) in {self.path}:\n" + "\n".join(self.items) + more)
 
 
-def _record_id(record: dict[str, Any], number: int, errors: _Errors) -> str | None:
-    raw = record.get("_id", record.get("id"))
+def _present(record: Record) -> str:
+    return ", ".join(repr(k) for k in list(record.fields)[:8]) or "none"
+
+
+def _missing(record: Record, names: tuple[str, ...], flag: str | None) -> str:
+    """``missing field 'x' (use FLAG; fields here: …)``; ``flag`` None for files no flag renames."""
+    wanted = " or ".join(repr(n) for n in names)
+    use = f"use {flag}; " if flag else ""
+    return f"missing field {wanted} ({use}fields here: {_present(record)})"
+
+
+def _record_id(record: Record, fields: Fields, errors: _Errors, flag: str | None = "--id-field") -> str | None:
+    names = fields.id_names()
+    key = next((k for k in names if k in record.fields), None)
+    if key is None:
+        errors.add(record.where, _missing(record, names, flag))
+        return None
+    raw = record.fields[key]
     if isinstance(raw, int) and not isinstance(raw, bool):
         raw = str(raw)
-    if not isinstance(raw, str) or not raw.strip():
-        errors.add(number, "missing or empty id ('_id' or 'id', a string)")
+    if not isinstance(raw, str):
+        errors.add(record.where, f"field {key!r}: an id must be a string or an integer, got {type(raw).__name__}")
+        return None
+    if not raw.strip():
+        errors.add(record.where, f"field {key!r}: empty id")
         return None
     if raw != raw.strip() or any(c.isspace() for c in raw):
-        errors.add(number, f"id {raw!r} contains whitespace (TREC runs cannot hold it)")
+        errors.add(record.where, f"field {key!r}: id {raw!r} contains whitespace (TREC runs cannot hold it)")
         return None
     return raw
 
 
-def _string_field(record: dict[str, Any], key: str, number: int, errors: _Errors) -> str | None:
-    value = record.get(key, "")
+def _string_field(record: Record, key: str, errors: _Errors, *, required: bool, flag: str | None) -> str | None:
+    """The string in ``key`` ('' for null); a missing key is '' unless ``required`` (then an error
+    naming ``flag``, the option that renames the field)."""
+    if key not in record.fields:
+        if not required:
+            return ""
+        errors.add(record.where, _missing(record, (key,), flag))
+        return None
+    value = record.fields[key]
     if value is None:
         return ""
     if not isinstance(value, str):
-        errors.add(number, f"'{key}' must be a string, got {type(value).__name__}")
+        errors.add(record.where, f"field {key!r} must be a string, got {type(value).__name__}")
         return None
     return value
 
@@ -107,42 +167,45 @@ class Corpus:
         return skipped_empty_warning(self.source, self.skipped_empty, len(self.documents) + len(self.skipped_empty))
 
 
-def read_documents(path: str | Path) -> list[Document]:
-    """All documents of a JSONL corpus (a file, or a BEIR directory holding ``corpus.jsonl``).
+def read_documents(path: str | Path, fields: Fields = Fields()) -> list[Document]:
+    """All documents of a corpus (a file in any format of :mod:`retrieval.records`, or a BEIR
+    folder), refusing empty documents (``read_corpus(..., strict=True)``)."""
+    return read_corpus(path, strict=True, fields=fields).documents
 
-    Refuses bad JSON, missing ids, ids with whitespace, duplicate ids (naming the first line),
-    empty texts (blank after stripping) and non-object metadata.
+
+def read_corpus(path: str | Path, *, strict: bool, fields: Fields = Fields()) -> Corpus:
+    """The documents of a corpus file or BEIR folder.
+
+    Refused, naming file, line and field: a missing id or text field, an id that is empty, holds
+    whitespace or repeats an earlier one (naming its line), a text or title that is not a string,
+    metadata that is not an object, and a corpus with no document left. A blank text is left out
+    and listed in ``Corpus.skipped_empty`` (real BEIR corpora such as Cranfield hold a few), or
+    refused when ``strict``.
     """
-    return read_corpus(path, strict=True).documents
-
-
-def read_corpus(path: str | Path, *, strict: bool) -> Corpus:
-    """Like :func:`read_documents`; with ``strict=False`` a document whose text is blank is left out
-    and its id listed in ``Corpus.skipped_empty`` instead of refused (real BEIR corpora such as
-    Cranfield hold a few). Every other problem is still refused.
-    """
-    source = resolve_jsonl(path, "corpus.jsonl")
+    source = resolve_source(path, "corpus")
     errors = _Errors(source)
-    first_line: dict[str, int] = {}
+    first_seen: dict[str, str] = {}
     documents: list[Document] = []
     skipped: list[str] = []
-    for number, record in read_jsonl(source):
-        doc_id = _record_id(record, number, errors)
-        text = _string_field(record, "text", number, errors)
-        title = _string_field(record, "title", number, errors)
-        metadata = record.get("metadata") or {}
+    for record in read_records(source):
+        doc_id = _record_id(record, fields, errors)
+        text = _string_field(record, fields.text, errors, required=True, flag="--text-field")
+        title = _string_field(record, fields.title or "title", errors, required=fields.title is not None,
+                              flag="--title-field")
+        metadata = record.fields.get("metadata") or {}
         if not isinstance(metadata, dict):
-            errors.add(number, f"'metadata' must be an object, got {type(metadata).__name__}")
+            errors.add(record.where, f"field 'metadata' must be an object, got {type(metadata).__name__}")
             continue
         if doc_id is None or text is None or title is None:
             continue
-        if doc_id in first_line:
-            errors.add(number, f"duplicate id {doc_id!r} (first on line {first_line[doc_id]})")
+        if doc_id in first_seen:
+            errors.add(record.where, f"duplicate id {doc_id!r} (first on {first_seen[doc_id]})")
             continue
-        first_line[doc_id] = number
+        first_seen[doc_id] = record.position
         if not text.strip():
             if strict:
-                errors.add(number, f"empty text for id {doc_id!r}")
+                errors.add(record.where, f"empty text for id {doc_id!r} (field {fields.text!r}; "
+                                         "--strict refuses empty documents)")
             else:
                 skipped.append(doc_id)
             continue
@@ -154,6 +217,24 @@ def read_corpus(path: str | Path, *, strict: bool) -> Corpus:
 
 
 def read_queries(path: str | Path) -> dict[str, str]:
-    """Queries ``{qid: text}`` in file order from JSONL (``_id``/``id`` + ``text``); a BEIR directory
-    means its ``queries.jsonl``."""
-    return read_beir_queries(resolve_jsonl(path, "queries.jsonl"))
+    """Queries ``{qid: text}`` in file order from a queries file (any format of
+    :mod:`retrieval.records`; fields ``_id``/``id`` and ``text``) or a BEIR folder's queries file.
+    Every problem is refused, naming file, line and field; an empty query too."""
+    source = resolve_source(path, "queries")
+    errors = _Errors(source)
+    queries: dict[str, str] = {}
+    first_seen: dict[str, str] = {}
+    for record in read_records(source):
+        qid = _record_id(record, Fields(), errors, flag=None)
+        text = _string_field(record, "text", errors, required=True, flag=None)
+        if qid is None or text is None:
+            continue
+        if qid in first_seen:
+            errors.add(record.where, f"duplicate query id {qid!r} (first on {first_seen[qid]})")
+        elif not text.strip():
+            errors.add(record.where, f"empty text for query {qid!r} (field 'text')")
+        else:
+            first_seen[qid] = record.position
+            queries[qid] = text
+    errors.raise_if_any()
+    return queries

@@ -52,6 +52,32 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _chosen_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost (sub)parser ``args`` went through, e.g. ``index build``'s for ``index build …``."""
+    while True:
+        subparsers = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        chosen = None if subparsers is None else subparsers.choices.get(getattr(args, subparsers.dest, None))
+        if chosen is None:
+            return parser
+        parser = chosen
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv``; an unknown argument or a missing required flag exits with the usage of the
+    subcommand it was given to (argparse alone reports unknown ones with the top-level usage)."""
+    from steadyrank.serve.commands.options import missing_required
+
+    parser = build_parser(_command_in(argv))
+    args, unknown = parser.parse_known_args(argv)
+    chosen = _chosen_parser(parser, args)
+    if unknown:
+        chosen.error(f"unrecognized arguments: {' '.join(unknown)}")
+    missing = missing_required(args)
+    if missing:
+        chosen.error(f"the following arguments are required: {', '.join(missing)}")
+    return args
+
+
 def _command_in(argv: list[str]) -> str | None:
     first = next((a for a in argv if not a.startswith("-")), None)
     return first if first in COMMANDS else None
@@ -77,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = _command_in(argv)
     try:
-        args = build_parser(command).parse_args(argv)
+        args = parse(argv)
         return int(args.func(args) or 0)
     except ModuleNotFoundError as exc:
         return _missing_extra(command or "", exc)

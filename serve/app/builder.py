@@ -27,6 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from steadyrank.serve.app.golden_guard import apply_guard
 from steadyrank.serve.app.settings import Settings, SettingsError, check_files, load_settings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +35,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 def resolve_settings(source: Any) -> Settings:
     """Load and check the settings named by a ``build_app`` argument (errors name the field); model
-    Hub ids are downloaded or found in the Hub cache here (:mod:`serve.app.models`)."""
+    Hub ids are downloaded or found in the Hub cache here (:mod:`serve.app.models`), and the
+    own-corpus guard (:mod:`serve.app.golden_guard`) switches the evaluator off for a user index
+    without a golden set."""
     if isinstance(source, (str, Path)):
         path = Path(source).expanduser()
         if not path.is_absolute() and not path.exists() and (PROJECT_ROOT / path).is_file():
@@ -42,7 +45,8 @@ def resolve_settings(source: Any) -> Settings:
         source = path
     from steadyrank.serve.app.models import resolve_model_refs
 
-    settings = resolve_model_refs(load_settings(source))
+    # a user index without a golden set: evaluator off
+    settings = apply_guard(resolve_model_refs(load_settings(source)))
     check_files(settings)
     return settings
 

@@ -118,12 +118,15 @@ def ensure_index(settings: Settings, on_progress: Callable[[int, int], None] | N
 
 def _build(settings: Settings, corpus: Path, path: Path, on_progress: Callable[[int, int], None] | None) -> None:
     from steadyrank.retrieval.bm25 import Bm25Settings
-    from steadyrank.retrieval.corpus import read_documents
+    from steadyrank.retrieval.corpus import read_corpus
     from steadyrank.retrieval.dense import DenseSettings
     from steadyrank.retrieval.store import build_index
     from steadyrank.serve.runtime import load_embedder
 
-    documents = read_documents(corpus)
+    read = read_corpus(corpus, strict=False)  # the one empty-document rule: skipped, counted, named
+    if read.warning():
+        logger.warning("%s", read.warning())
+    documents = read.documents
     logger.info("building the index of %s (%d documents) at %s", corpus, len(documents), path)
     embedder = load_embedder(settings.embedder)
     index = settings.index
@@ -140,6 +143,7 @@ def _build(settings: Settings, corpus: Path, path: Path, on_progress: Callable[[
                                ef_search=index.ef_search, nprobe=index.nprobe),
         "bm25": Bm25Settings() if index.bm25 else None,
         "on_progress": progress,
+        "skipped_empty": len(read.skipped_empty),
     }
     if index.shards > 1:
         from steadyrank.retrieval.shards import build_sharded_index

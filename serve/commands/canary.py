@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 import httpx
 
+from steadyrank.serve.commands.options import API_KEYS_ENV, api_key_from_env
 from steadyrank.serve.output import dumps_json, format_table
 
 
@@ -20,8 +20,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "variant against the primary over golden queries.",
     )
     report.add_argument("--url", default="http://127.0.0.1:8000", help="server base URL (default %(default)s)")
-    report.add_argument("--api-key", default=os.environ.get("STEADYRANK_API_KEY"),
-                        help="bearer API key (default: $STEADYRANK_API_KEY)")
+    report.add_argument("--api-key", default=None,
+                        help=f"bearer API key (default: the first key of ${API_KEYS_ENV}, the server's variable; "
+                             "the old $STEADYRANK_API_KEY is still read, with a deprecation warning)")
     report.add_argument("--timeout", type=float, default=30.0, help="HTTP timeout in seconds")
     report.add_argument("--json", action="store_true", help="print the report as one JSON object")
     report.set_defaults(func=run_report)
@@ -39,7 +40,7 @@ def fetch_report(url: str, api_key: str | None, timeout: float) -> dict:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    report = fetch_report(args.url, args.api_key, args.timeout)
+    report = fetch_report(args.url, args.api_key if args.api_key is not None else api_key_from_env(), args.timeout)
     if args.json:
         print(dumps_json(report))
         return 0

@@ -6,13 +6,12 @@ import argparse
 import os
 from pathlib import Path
 
-from steadyrank.retrieval.corpus import read_documents
 from steadyrank.retrieval.fsio import atomic_write_bytes
 from steadyrank.serve.clq.grid import load_grid
 from steadyrank.serve.clq.plot import plot
 from steadyrank.serve.clq.report import decide, table_rows
 from steadyrank.serve.clq.sweep import Inputs, Sweep
-from steadyrank.serve.commands.evaluate import parse_grade_map
+from steadyrank.serve.commands.options import add_corpus_arguments, add_grade_map_argument, load_corpus
 from steadyrank.serve.output import dumps_json, format_table
 from steadyrank.serve.quality.golden import load_golden
 
@@ -31,13 +30,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     sweep.add_argument("--grid", required=True, type=Path, metavar="GRID.yaml", help="the grid file")
-    sweep.add_argument("--corpus", required=True, metavar="CORPUS",
-                       help="corpus JSONL (BEIR corpus.jsonl) or a BEIR folder holding one")
+    add_corpus_arguments(sweep)
     sweep.add_argument("--golden", required=True, metavar="GOLDEN",
                        help="golden set: JSONL file or BEIR folder (queries.jsonl + qrels/SPLIT.tsv)")
     sweep.add_argument("--split", default="test", help="qrels split of a BEIR golden folder (default %(default)s)")
-    sweep.add_argument("--grade-map", type=parse_grade_map, default=None, metavar="G:R,...",
-                       help="map the golden grades onto the 1-5 rubric, e.g. 3:5,2:4,1:3,0:1 for TREC DL")
+    add_grade_map_argument(sweep, default=None,
+                           help="map the golden grades onto the 1-5 rubric, e.g. 3:5,2:4,1:3,0:1 for TREC DL")
     sweep.add_argument("--out", required=True, type=Path, metavar="DIR", help="output and resume folder")
     sweep.add_argument("--cache", type=Path, default=None, metavar="DIR",
                        help="corpus-embedding and reranker-score cache (default OUT/cache); share it between sweeps")
@@ -48,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_sweep(args: argparse.Namespace) -> int:
     grid = load_grid(args.grid)
     golden = load_golden(args.golden, split=args.split, grade_map=args.grade_map)
-    documents = read_documents(args.corpus)
+    documents = load_corpus(args, args.corpus).documents
     args.out.mkdir(parents=True, exist_ok=True)
     sweep = Sweep(grid, Inputs.of(documents, golden), args.out, cache=args.cache)
     results = sweep.run()

@@ -6,23 +6,10 @@ import argparse
 import sys
 
 from steadyrank.metrics import evaluate, read_qrels, read_trec_run
+from steadyrank.serve.commands.options import add_grade_map_argument
 from steadyrank.serve.output import dumps_json, format_table
 
 DEFAULT_MEASURES = ["ndcg@10", "mrr@10", "map@10", "recall@100"]
-
-
-def parse_grade_map(text: str) -> dict[float, float]:
-    """``"3:5,2:4,1:3,0:1"`` → {3: 5, 2: 4, 1: 3, 0: 1}."""
-    mapping: dict[float, float] = {}
-    for pair in filter(None, (p.strip() for p in text.split(","))):
-        source, sep, target = pair.partition(":")
-        try:
-            mapping[float(source)] = float(target)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"bad grade mapping {pair!r}: expected FROM:TO, e.g. 3:5") from None
-        if not sep:
-            raise argparse.ArgumentTypeError(f"bad grade mapping {pair!r}: expected FROM:TO, e.g. 3:5")
-    return mapping
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,9 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "docid = trec_eval's docid descending")
     parser.add_argument("--gmax", type=float, default=None,
                         help="ERR's maximum grade (default: the largest grade in the qrels)")
-    parser.add_argument("--rubric-map", type=parse_grade_map, default=None, metavar="G:R,...",
-                        help="map grades to the 1-5 rubric for ra_nwg/nrecall/precision4/harm, "
-                             "e.g. 3:5,2:4,1:3,0:1 (0 also maps unjudged documents)")
+    add_grade_map_argument(parser, default=None,
+                           help="map grades onto the 1-5 rubric for ra_nwg/nrecall/precision4/harm, "
+                                "e.g. 3:5,2:4,1:3,0:1 (0 also maps unjudged documents)")
     parser.add_argument("--per-query", action="store_true", help="also report every query")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.set_defaults(func=run)
@@ -61,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     trec_run = read_trec_run(args.run)
     result = evaluate(
         trec_run, qrels, args.measures or DEFAULT_MEASURES, rel_level=args.rel_level,
-        tie_break=args.tie_break, gmax=args.gmax, rubric_map=args.rubric_map,
+        tie_break=args.tie_break, gmax=args.gmax, rubric_map=args.grade_map,
     )
     skipped = len(set(trec_run) - set(qrels))
     if not result.query_ids:

@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     commands = parser.add_subparsers(dest="golden_command", metavar="ACTION", required=True)
     build = commands.add_parser(
-        "build", help="pool, judge, prune and refine; write GOLDEN_DIR/golden.jsonl, audit/, summary.json",
+        "build", help="pool, judge, prune and refine; write DIR/golden.jsonl, audit/, summary.json",
         description=(
             "Per query: pool the dense, BM25 and hybrid candidates of every --index (depth --depth), grade each "
             "on the 1-5 rubric with the judge (--judge CONFIG; default: the bundled MiniLM as 'reranker' judge), "
@@ -32,8 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     build.add_argument("--index", required=True, action="append", metavar="DIR",
                        help="index directory (repeat for several indexes over the same document ids)")
-    build.add_argument("--queries", required=True, help="queries JSONL (_id, text) or BEIR folder")
-    build.add_argument("--out", required=True, metavar="GOLDEN_DIR", help="output directory (resumed if it holds this build)")
+    build.add_argument("--queries", required=True,
+                       help="queries file (_id/id and text: JSONL, .jsonl.gz, TSV/CSV, Parquet) or BEIR folder")
+    build.add_argument("--out", required=True, metavar="DIR",
+                       help="output folder: golden.jsonl, audit/, summary.json (resumed if it holds this build)")
     build.add_argument("--judge", metavar="CONFIG", default=None, help="judge config JSON/YAML (type: reranker | openai-chat)")
     build.add_argument("--settings", metavar="FILE", default=None, help=SETTINGS_HELP)
     build.add_argument("--retrievers", default=None, metavar="LIST", help="comma-separated subset of dense,bm25,hybrid (default all)")
@@ -41,7 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--negatives", type=int, default=None, help="grade-1/2 candidates kept per query (default 5)")
     build.add_argument("--max-pool", type=int, default=None, help="candidates kept per query at most (default 40)")
     build.add_argument("--top-k", type=int, default=None, help="head whose stability stops refinement (default 20)")
-    build.add_argument("--batch-size", type=int, default=None, help="passages per listwise call (default 5)")
+    build.add_argument("--batch-size", type=int, default=None, metavar="PASSAGES",
+                       help="passages per listwise judge call (default 5)")
     build.add_argument("--max-calls", type=int, default=None, help="listwise calls per query at most (default 60)")
     build.add_argument("--stable-rounds", type=int, default=None, help="rounds the top-k must hold (default 5)")
     build.add_argument("--z", type=float, default=None, help="confidence-bound width of the lock rule (default 3)")
@@ -50,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--embedder", metavar="PATH", default=None,
                        help="bi-encoder the index was built with (default: the bundled all-MiniLM-L6-v2)")
     build.add_argument("--overwrite", action="store_true",
-                       help="discard a previous build's state and outputs in GOLDEN_DIR (only the files a build "
+                       help="discard a previous build's state and outputs in DIR (only the files a build "
                             "writes; a directory that holds other files and no build is refused)")
     build.add_argument("--json", action="store_true", help="print the summary as JSON")
     build.set_defaults(func=run_build)

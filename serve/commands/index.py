@@ -11,13 +11,13 @@ from typing import Any
 from tqdm import tqdm
 
 from steadyrank.retrieval.bm25 import BM25_METHODS, Bm25Settings
-from steadyrank.retrieval.corpus import read_corpus, read_documents
 from steadyrank.retrieval.dense import DenseSettings
 from steadyrank.retrieval.fsio import IndexWriteError
 from steadyrank.retrieval.index import open_index
 from steadyrank.retrieval.protocols import Embedder, Reranker
 from steadyrank.retrieval.shards import build_sharded_index
 from steadyrank.retrieval.store import build_index
+from steadyrank.serve.commands.options import add_corpus_arguments, load_corpus
 from steadyrank.serve.output import dumps_json
 
 BUNDLED = "bundled"
@@ -44,6 +44,11 @@ def add_embedder_argument(parser: argparse.ArgumentParser) -> None:
                              "must be the one the index was built with")
 
 
+def add_batch_size_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--batch-size", type=int, default=256, metavar="DOCS",
+                        help="documents per embedding batch (default %(default)s)")
+
+
 def progress_bar(total: int, desc: str) -> tqdm:
     """A documents progress bar on stderr."""
     return tqdm(total=total, desc=desc, unit="doc", file=sys.stderr, dynamic_ncols=True)
@@ -64,12 +69,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     build = commands.add_parser(
         "build", help="embed a corpus and write a new index",
-        description="Embed CORPUS (BEIR corpus.jsonl, a BEIR folder, or JSONL {id, text, title?, metadata?}) "
-                    "and write the index to DIR. A previous index in DIR stays live until the new one is "
-                    "complete (--overwrite needed to replace it).",
+        description="Embed the corpus (JSONL, .jsonl.gz, TSV/CSV, Parquet or a BEIR folder; fields chosen by "
+                    "--id-field/--text-field/--title-field) and write the index to the folder DIR. A previous "
+                    "index in DIR stays live until the new one is complete (--overwrite needed to replace it).",
     )
-    build.add_argument("--corpus", required=True, help="corpus JSONL file or BEIR folder")
-    build.add_argument("--out", required=True, metavar="DIR", help="index directory to create or replace")
+    add_corpus_arguments(build)
+    build.add_argument("--out", required=True, metavar="DIR", help="index folder to create or replace")
     build.add_argument("--factory", default="Flat",
                        help="FAISS index_factory string over inner product: Flat (exact, default), "
                             "'HNSW32,Flat', 'IVF1024,SQ8', 'IVF256,PQ32', 'OPQ32,IVF256,PQ32', …")
@@ -89,26 +94,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="BM25 variant (default %(default)s)")
     build.add_argument("--k1", type=float, default=Bm25Settings.k1, help="BM25 k1 (default %(default)s)")
     build.add_argument("--b", type=float, default=Bm25Settings.b, help="BM25 b (default %(default)s)")
-    build.add_argument("--batch-size", type=int, default=256, help="documents per embedding batch (default %(default)s)")
+    add_batch_size_argument(build)
     build.add_argument("--shards", type=int, default=1,
                        help="split the corpus into N shard indexes under DIR (document id → shard by "
                             "sha256(id) mod N; BM25 scored with corpus-wide statistics); default %(default)s = unsharded")
     build.add_argument("--overwrite", action="store_true", help="replace an existing index in DIR")
-    build.add_argument("--strict", action="store_true",
-                       help="refuse a corpus holding documents with an empty text (default: skip them with a "
-                            "warning naming the first few ids; the manifest records how many)")
     build.add_argument("--json", action="store_true", help="print the manifest as JSON")
     build.set_defaults(func=run_build)
 
     add = commands.add_parser(
         "add", help="add documents (durable on return)",
-        description="Embed and add the documents of DOCS (same formats as build). Ids already in the "
-                    "index are refused. Each call is one fsynced write-ahead-log record.",
+        description="Embed and add the documents of DOCS (same formats, fields and empty-document rule as "
+                    "build). Ids already in the index are refused. Each call is one fsynced write-ahead-log record.",
     )
     add.add_argument("--index", required=True, metavar="DIR")
-    add.add_argument("--docs", required=True, help="JSONL documents to add")
+    add_corpus_arguments(add, flag="--docs", help="documents to add")
     add_embedder_argument(add)
-    add.add_argument("--batch-size", type=int, default=256, help="documents per embedding batch (default %(default)s)")
+    add_batch_size_argument(add)
     add.add_argument("--json", action="store_true", help="print the index state as JSON")
     add.set_defaults(func=run_add)
 
@@ -156,9 +158,7 @@ def _report(args: argparse.Namespace, state: dict[str, Any], headline: str) -> i
 
 
 def run_build(args: argparse.Namespace) -> int:
-    corpus = read_corpus(args.corpus, strict=args.strict)
-    if corpus.warning():
-        print(f"warning: {corpus.warning()}", file=sys.stderr)
+    corpus = load_corpus(args, args.corpus)
     documents = corpus.documents
     dense = DenseSettings(args.factory, args.ef_construction, args.ef_search, args.nprobe)
     bm25 = None if args.no_bm25 else Bm25Settings(
@@ -196,7 +196,7 @@ def one_line_write_errors(nothing_done: str) -> Iterator[None]:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    documents = read_documents(args.docs)
+    documents = load_corpus(args, args.docs).documents
     with one_line_write_errors("nothing was added"), open_index(args.index, load_embedder_arg(args.embedder), writable=True) as store:
         with progress_bar(len(documents), "embedding") as bar:
             added = store.add(documents, batch_size=args.batch_size, on_progress=bar.update)

@@ -9,11 +9,12 @@ reference). Only judged queries (in both queries.jsonl and the qrels split) are 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 from steadyrank import metrics
+from steadyrank.retrieval.corpus import read_queries
+from steadyrank.serve.commands.options import add_corpus_arguments, add_deprecated_alias, load_corpus
 from steadyrank.serve.output import dumps_json
 from steadyrank.serve.precision import candidates as first_stage
 from steadyrank.serve.precision.plot import plot_curves
@@ -39,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--model", default=None, help="local model directory (default: the bundled all-MiniLM-L6-v2)")
     parser.add_argument("--data", required=True, help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
+    add_corpus_arguments(parser, required=False, help="corpus to score instead of DATA's (default: the BEIR folder DATA)")
     parser.add_argument("--split", default="test", help="qrels split (default: test)")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--candidates", metavar="RUN", help="TREC run giving each query's candidates")
@@ -52,17 +54,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"repeatable; default: {' '.join(DEFAULT_MEASURES)}")
     parser.add_argument("--rel-level", type=float, default=1,
                         help="binary relevance threshold: grade >= N is relevant (default 1)")
-    parser.add_argument("--batch-size", type=int, default=32,
-                        help="sequences per forward batch, sorted by length and padded per batch (default 32)")
+    parser.add_argument("--batch-size", type=int, default=32, metavar="SEQUENCES",
+                        help="sequences (query-document pairs or texts) per forward batch, sorted by length and "
+                             "padded per batch (default 32)")
     parser.add_argument("--max-length", type=int, default=512, help="tokens per sequence (default 512; "
                         "a sentence-transformers model's own max_seq_length caps it)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="default: auto")
-    parser.add_argument("--strict", action="store_true",
-                        help="refuse a corpus holding documents with an empty text (default: skip them with a "
-                             "warning naming the first few ids; the report records how many)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    parser.add_argument("--plot", type=Path, metavar="OUT.png",
-                        help="write metric-against-k curves per regime ([min, max] band, E[M] marked) as PNG")
+    parser.add_argument("--plot-out", dest="plot_out", type=Path, default=None, metavar="FILE",
+                        help="PNG file to write: metric-against-k curves per regime ([min, max] band, E[M] marked)")
+    add_deprecated_alias(parser, "--plot", "--plot-out", "plot_out", type=Path)
     parser.set_defaults(func=run)
 
 
@@ -76,20 +77,20 @@ def run(args: argparse.Namespace) -> int:
                          batch_size=args.batch_size, batch_tokens=args.batch_size * args.max_length,
                          rescore_boundary_ties=False)
     spec = inspect_model(base)
-    data = metrics.read_beir(args.data, args.split, strict=args.strict)
-    if data.skipped_empty:
-        total = len(data.corpus) + len(data.skipped_empty)
-        warning = metrics.skipped_empty_warning(Path(args.data) / "corpus.jsonl", data.skipped_empty, total)
-        print(f"warning: {warning}", file=sys.stderr)
-    queries = {q: data.queries[q] for q in data.qrels if q in data.queries}
+    if not Path(args.data).is_dir():
+        raise FileNotFoundError(f"{args.data}: not a directory (--data is a BEIR folder)")
+    corpus = load_corpus(args, args.corpus or args.data)
+    qrels = metrics.read_qrels(Path(args.data) / "qrels" / f"{args.split}.tsv")
+    all_queries = read_queries(args.data)
+    queries = {q: all_queries[q] for q in qrels if q in all_queries}
     if not queries:
-        raise ValueError(f"{args.data}: no query of queries.jsonl is judged in qrels/{args.split}.tsv")
-    doc_ids = list(data.corpus)
-    texts = {d: _full_text(data.corpus[d]) for d in doc_ids}
+        raise ValueError(f"{args.data}: no query of its queries file is judged in qrels/{args.split}.tsv")
+    texts = {d.id: d.full_text for d in corpus.documents}
+    doc_ids = list(texts)
     store = PooledStore(base, show_progress=True)  # tqdm bars go to stderr
 
     if args.candidates:
-        pool, source = first_stage.from_run(args.candidates, list(queries), data.corpus, args.depth), args.candidates
+        pool, source = first_stage.from_run(args.candidates, list(queries), texts, args.depth), args.candidates
     elif args.first_stage == "dense":
         if spec.kind != "bi-encoder":
             raise ValueError(f"--first-stage dense needs a bi-encoder model, {spec.path} is a {spec.kind}")
@@ -111,19 +112,16 @@ def run(args: argparse.Namespace) -> int:
         "split": args.split,
         "candidates": {"source": source, "depth": args.depth, "queries": len(pool),
                        "pairs": sum(len(d) for d in pool.values())},
-        "skipped_empty": len(data.skipped_empty),
+        "corpus": str(corpus.source),
+        "skipped_empty": len(corpus.skipped_empty),
         "rel_level": args.rel_level,
         "work": {**work, "seconds": round(time.perf_counter() - started, 1)},
-        **build_report(keys, regimes, pool, data.qrels, measures, args.rel_level),
+        **build_report(keys, regimes, pool, qrels, measures, args.rel_level),
     }
-    if args.plot:
+    if args.plot_out:
         names = list(dict.fromkeys(m.split("@")[0] for m in measures))
         requested = {r.name: keys[r.name] for r in regimes}
-        plot_curves(curves(requested, pool, data.qrels, names, args.rel_level), args.plot)
+        plot_curves(curves(requested, pool, qrels, names, args.rel_level), args.plot_out)
     print(dumps_json(report) if args.json else render_tables(report))
     return 0
 
-
-def _full_text(document: dict) -> str:
-    """``title + " " + text`` (text alone when there is no title), as retrieval indexes it."""
-    return f"{document['title']} {document['text']}" if document.get("title") else document["text"]

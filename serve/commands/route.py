@@ -8,13 +8,14 @@ from dataclasses import replace
 
 from tqdm import tqdm
 
-from steadyrank.metrics.io import read_beir_queries, read_qrels
+from steadyrank.metrics.io import read_qrels
 from steadyrank.retrieval.calibration import DEFAULT_MEASURE, OBJECTIVES, calibrate, fit_model, observe
+from steadyrank.retrieval.corpus import read_queries
 from steadyrank.retrieval.index import open_index
 from steadyrank.retrieval.pipeline import rerank_candidates
 from steadyrank.retrieval.routing import MODEL_FEATURES, RoutingSettings, save_settings
-from steadyrank.serve.commands.evaluate import parse_grade_map
 from steadyrank.serve.commands.index import BUNDLED, load_embedder_arg, load_reranker_arg
+from steadyrank.serve.commands.options import add_deprecated_alias, add_grade_map_argument, require
 from steadyrank.serve.commands.search import add_reranker_arguments, add_routing_arguments, routing_settings
 from steadyrank.serve.output import dumps_json, format_table
 
@@ -34,13 +35,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "'efficiency' maximises the gain per extra reranked candidate while recovering at least "
             "--min-recovery of the total gain; 'rate' maximises the gain with an escalation rate of at "
             "most --target-rate. Writes {\"routing\": settings, \"calibration\": in-sample effect} as JSON "
-            "for 'steadyrank search --route-settings'."
+            "to --settings-out, for 'steadyrank search --route-settings'."
         ),
     )
     calibrate_parser.add_argument("--data", required=True, metavar="BEIR_DIR",
                                   help="BEIR folder: queries.jsonl and qrels/<split>.tsv (its corpus is the index's)")
     calibrate_parser.add_argument("--index", required=True, metavar="DIR", help="index built from the folder's corpus")
-    calibrate_parser.add_argument("--out", required=True, metavar="SETTINGS", help="settings JSON to write")
+    calibrate_parser.add_argument("--settings-out", dest="settings_out", default=None, metavar="FILE",
+                                  help="routing settings JSON file to write (read by 'steadyrank search --route-settings')")
+    add_deprecated_alias(calibrate_parser, "--out", "--settings-out", "settings_out")
+    require(calibrate_parser, "settings_out", "--settings-out")
     calibrate_parser.add_argument("--split", default="test", help="qrels split (default %(default)s)")
     add_routing_arguments(calibrate_parser)
     add_reranker_arguments(calibrate_parser, default=BUNDLED)
@@ -58,9 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     calibrate_parser.add_argument("--target-rate", type=float, default=0.35,
                                   help="rate: largest fraction of queries escalated (default %(default)s)")
     calibrate_parser.add_argument("--measure", default=DEFAULT_MEASURE, help="gain measure (default %(default)s)")
-    calibrate_parser.add_argument("--rubric-map", type=parse_grade_map, default=parse_grade_map(TREC_RUBRIC),
-                                  metavar="G:R,...",
-                                  help=f"grades → 1-5 rubric for the set metrics (default {TREC_RUBRIC}, TREC DL)")
+    add_grade_map_argument(calibrate_parser, default=TREC_RUBRIC,
+                           help=f"map grades onto the 1-5 rubric for the set metrics (default {TREC_RUBRIC}, TREC DL)")
     calibrate_parser.add_argument("--rel-level", type=float, default=1,
                                   help="binary relevance threshold for binary measures (default %(default)s)")
     calibrate_parser.add_argument("--margin-at", type=int, default=RoutingSettings.margin_at,
@@ -79,9 +82,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
         entropy_temperature=args.entropy_temperature,
     )
     qrels = read_qrels(f"{args.data}/qrels/{args.split}.tsv")
-    queries = {q: t for q, t in read_beir_queries(f"{args.data}/queries.jsonl").items() if q in qrels}
+    queries = {q: t for q, t in read_queries(args.data).items() if q in qrels}
     if not queries:
-        raise ValueError(f"no query of {args.data}/queries.jsonl has judgments in qrels/{args.split}.tsv")
+        raise ValueError(f"no query of {args.data}'s queries file has judgments in qrels/{args.split}.tsv")
     embedder = None if args.mode == "bm25" else load_embedder_arg(args.embedder)
     reranker = load_reranker_arg(args.rerank, args.rerank_precision)
     rankings = {}
@@ -89,7 +92,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         for qid, text in tqdm(queries.items(), desc="reranking to k_high", unit="query", file=sys.stderr):
             candidates = store.search(text, mode=args.mode, depth=base.k_high, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights)
             rankings[qid] = rerank_candidates(store, text, candidates, reranker, base, "fixed100")
-    observations = observe(rankings, qrels, base, measure=args.measure, rubric_map=args.rubric_map, rel_level=args.rel_level)
+    observations = observe(rankings, qrels, base, measure=args.measure, rubric_map=args.grade_map, rel_level=args.rel_level)
     options = {"features": [f for f in args.model_features.split(",") if f]} if args.model else {}
     result = (fit_model if args.model else calibrate)(
         observations, base, objective=args.objective, target_rate=args.target_rate,
@@ -102,7 +105,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         "min_recovery": args.min_recovery if args.objective == "efficiency" else None,
         "target_rate": args.target_rate if args.objective == "rate" else None,
     }
-    save_settings(args.out, result.settings, provenance)
+    save_settings(args.settings_out, result.settings, provenance)
     if args.json:
         print(dumps_json({"routing": result.settings.to_json(), "calibration": provenance}))
         return 0
@@ -115,5 +118,5 @@ def run_calibrate(args: argparse.Namespace) -> int:
         ["mean candidates reranked", result.mean_reranked],
         ["  (fixed k_high)", result.mean_reranked_high],
     ]))
-    print(f"wrote {args.out} (in-sample on {result.n_queries} queries; validate on held-out queries)")
+    print(f"wrote {args.settings_out} (in-sample on {result.n_queries} queries; validate on held-out queries)")
     return 0

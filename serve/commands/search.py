@@ -20,6 +20,7 @@ from steadyrank.retrieval.modes import MODES
 from steadyrank.retrieval.pipeline import Ranked, SearchModels, latency_summary, local_models, search
 from steadyrank.retrieval.routing import ROUTES, RoutingSettings, load_settings
 from steadyrank.serve.commands.index import BUNDLED, add_embedder_argument, load_embedder_arg, load_reranker_arg
+from steadyrank.serve.commands.options import add_deprecated_alias, require
 from steadyrank.serve.output import dumps_json
 
 
@@ -71,17 +72,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "search",
         help="retrieve and rerank queries against an index; write a TREC run and RUN.json",
         description=(
-            "Search every query of QUERIES (BEIR queries.jsonl or a BEIR folder) in the index. Hybrid "
+            "Search every query of QUERIES (a queries file or a BEIR folder) in the index. Hybrid "
             "fuses the dense and BM25 top DEPTH lists with RRF. With --rerank, the first k_low "
             "candidates are reranked; route 'dynamic' reranks up to DEPTH only when an uncertainty "
             "signal fires (small dense margin, high reranker entropy, tie at top_n, low dense/BM25 "
-            "overlap), 'fixed50' never, 'fixed100' always. Writes the TREC run to RUN and, per query, "
-            "the candidates reranked, routing signals and reasons, and stage latencies to RUN.json."
+            "overlap), 'fixed50' never, 'fixed100' always. Writes the TREC run to RUN (--run-out) and, per "
+            "query, the candidates reranked, routing signals and reasons, and stage latencies to RUN.json."
         ),
     )
     parser.add_argument("--index", required=True, metavar="DIR", help="index directory")
-    parser.add_argument("--queries", required=True, help="queries JSONL (_id, text) or BEIR folder")
-    parser.add_argument("--out", required=True, metavar="RUN", help="TREC run to write (RUN.json beside it)")
+    parser.add_argument("--queries", required=True,
+                        help="queries file (_id/id and text: JSONL, .jsonl.gz, TSV/CSV, Parquet) or BEIR folder")
+    parser.add_argument("--run-out", dest="run_out", default=None, metavar="FILE",
+                        help="TREC run file to write (FILE.json beside it); read it with 'steadyrank evaluate --run'")
+    add_deprecated_alias(parser, "--out", "--run-out", "run_out")
+    require(parser, "run_out", "--run-out")
     add_routing_arguments(parser)
     add_reranker_arguments(parser, default=None)
     parser.add_argument("--route", choices=ROUTES, default=None,
@@ -106,11 +111,11 @@ def run(args: argparse.Namespace) -> int:
         ranked = asyncio.run(_search_all(queries, args.mode, models, settings, route))
     trec = {qid: dict(zip(r.doc_ids, map(float, r.scores), strict=True)) for qid, r in ranked.items()}
     per_query = {qid: query_report(r) for qid, r in ranked.items()}
-    write_trec_run(args.out, trec, tag=args.tag)
+    write_trec_run(args.run_out, trec, tag=args.tag)
     k_values = [q["k_reranked"] for q in per_query.values()]
     summary = {
-        "run": args.out,
-        "report": f"{args.out}.json",
+        "run": args.run_out,
+        "report": f"{args.run_out}.json",
         "index": args.index,
         "mode": args.mode,
         "depth": args.depth,
@@ -122,14 +127,14 @@ def run(args: argparse.Namespace) -> int:
         "escalation_rate": sum(bool(q.get("escalated")) for q in per_query.values()) / len(per_query),
         "latency": latency_summary([r.timings for r in ranked.values()]),
     }
-    atomic_write_bytes(Path(f"{args.out}.json"), (dumps_json({**summary, "per_query": per_query}) + "\n").encode("utf-8"))
+    atomic_write_bytes(Path(f"{args.run_out}.json"), (dumps_json({**summary, "per_query": per_query}) + "\n").encode("utf-8"))
     if args.json:
         print(dumps_json(summary))
     else:
         print(
-            f"wrote {args.out} ({len(per_query)} queries, mode {args.mode}, depth {args.depth}); "
+            f"wrote {args.run_out} ({len(per_query)} queries, mode {args.mode}, depth {args.depth}); "
             f"mean candidates reranked {summary['mean_k_reranked']:.1f}, "
-            f"escalated {summary['escalation_rate']:.0%}; details in {args.out}.json"
+            f"escalated {summary['escalation_rate']:.0%}; details in {args.run_out}.json"
         )
     return 0
 

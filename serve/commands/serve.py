@@ -14,6 +14,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,16 +138,15 @@ def _progress(done: int, total: int) -> None:
           file=sys.stderr, flush=True)
 
 
-def _ensure_index_in_child(settings: Any) -> Path:
-    """Build the index in a spawned child process: embedding the corpus loads the embedder (torch,
-    about 0.5 GB), which this process, alive as long as the server, would otherwise keep."""
+def _in_child(func: Callable[..., Any], *args: Any) -> Any:
+    """``func(*args)`` in a spawned child process: building the index loads the embedder (torch,
+    about 0.5 GB), checking the golden set opens the index (FAISS, BM25), and this process, alive as
+    long as the server, would otherwise keep them."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from steadyrank.serve.app.default import ensure_index
-
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(ensure_index, settings, _progress).result()
+        return pool.submit(func, *args).result()
 
 
 def _settings_source(args: argparse.Namespace) -> tuple[Any, str, list[str]]:
@@ -172,6 +172,7 @@ def _settings_source(args: argparse.Namespace) -> tuple[Any, str, list[str]]:
 def run(args: argparse.Namespace) -> int:
     from steadyrank.serve.app.builder import resolve_settings
     from steadyrank.serve.app.default import ensure_index, index_exists
+    from steadyrank.serve.app.golden_guard import check_golden_coverage
     from steadyrank.serve.app.gpus import gpu_report
 
     source, label, notes = _settings_source(args)
@@ -190,8 +191,10 @@ def run(args: argparse.Namespace) -> int:
     warnings = gpu_report(settings, local=args.address is None)  # a GPU/device mismatch → SettingsError
     for warning in warnings:
         print(f"steadyrank: warning: {warning}", file=sys.stderr)
-    index = ensure_index(settings) if index_exists(settings) else _ensure_index_in_child(settings)
+    index = ensure_index(settings) if index_exists(settings) else _in_child(ensure_index, settings, _progress)
     print(f"steadyrank: index at {index}", file=sys.stderr)
+    if settings.quality.enabled and settings.quality.golden is not None:  # the own-corpus guard
+        _in_child(check_golden_coverage, settings, index)
     auth = f"{keys} API key(s) active" if keys else "no API key: every route is open (loopback only)"
     if keys == 0 and settings.auth.allow_anonymous:
         auth = "no API key: every route is open (auth.allow_anonymous)"

@@ -30,8 +30,9 @@ class QualitySettings(BaseModel):
 
     enabled: bool = Field(True, description="run the shadow evaluator deployment")
     golden: str | None = Field(
-        None, description="golden set: a BEIR folder or a JSONL file {query_id, query, judgments}; "
-                          "unset = the embedded demo golden set"
+        None, description="golden set: a BEIR folder or a JSONL file {query_id, query, judgments}; every document "
+                          "id it judges must be in the served index, or the server refuses to start; unset = the "
+                          "embedded demo golden set on the demo index, and the evaluator off on your own index"
     )
     golden_split: str = Field("test", description="qrels split when `golden` is a BEIR folder")
     grade_map: dict[int, int] | None = Field(

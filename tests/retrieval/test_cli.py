@@ -46,7 +46,7 @@ def test_build_search_rerank_dynamic(index, beir, tmp_path, capsys):
     assert info["embedder"]["model_id"] == "sentence-transformers/all-MiniLM-L6-v2" and info["embedder"]["dim"] == 384
     run = tmp_path / "run.trec"
     summary = run_json(capsys, [
-        "search", "--index", str(index), "--queries", str(beir), "--out", str(run), "--mode", "hybrid",
+        "search", "--index", str(index), "--queries", str(beir), "--run-out", str(run), "--mode", "hybrid",
         "--depth", "20", "--k-low", "5", "--rerank", "bundled", "--route", "dynamic",
     ])
     assert summary["queries"] == 3 and summary["route"] == "dynamic"
@@ -65,7 +65,7 @@ def test_build_search_rerank_dynamic(index, beir, tmp_path, capsys):
 
 
 def test_bm25_search_without_reranker(index, beir, tmp_path, capsys):
-    summary = run_json(capsys, ["search", "--index", str(index), "--queries", str(beir), "--out", str(tmp_path / "r"),
+    summary = run_json(capsys, ["search", "--index", str(index), "--queries", str(beir), "--run-out", str(tmp_path / "r"),
                                 "--mode", "bm25", "--depth", "10"])
     assert summary["mean_k_reranked"] == 0 and summary["route"] is None
     assert all(len(r) <= 10 for r in read_trec_run(tmp_path / "r").values())
@@ -83,12 +83,12 @@ def test_add_delete_info(index, tmp_path, capsys):
 def test_calibrate_writes_settings_that_search_accepts(index, beir, tmp_path, capsys):
     settings = tmp_path / "routing.json"
     payload = run_json(capsys, ["route", "calibrate", "--data", str(beir), "--index", str(index),
-                                "--out", str(settings), "--depth", "20", "--k-low", "5",
+                                "--settings-out", str(settings), "--depth", "20", "--k-low", "5",
                                 "--objective", "rate", "--target-rate", "0.5"])
     assert payload["calibration"]["n_queries"] == 3 and payload["calibration"]["escalation_rate"] <= 0.5
     loaded = load_settings(settings)
     assert (loaded.k_low, loaded.k_high) == (5, 20)
-    summary = run_json(capsys, ["search", "--index", str(index), "--queries", str(beir), "--out", str(tmp_path / "r"),
+    summary = run_json(capsys, ["search", "--index", str(index), "--queries", str(beir), "--run-out", str(tmp_path / "r"),
                                 "--depth", "20", "--rerank", "bundled", "--route-settings", str(settings)])
     assert summary["routing"]["k_low"] == 5
 
@@ -96,19 +96,19 @@ def test_calibrate_writes_settings_that_search_accepts(index, beir, tmp_path, ca
 def test_calibrate_model_writes_a_routing_model_that_search_accepts(index, beir, tmp_path, capsys):
     settings = tmp_path / "routing-model.json"
     payload = run_json(capsys, ["route", "calibrate", "--model", "--data", str(beir), "--index", str(index),
-                                "--out", str(settings), "--depth", "20", "--k-low", "5", "--objective", "rate",
+                                "--settings-out", str(settings), "--depth", "20", "--k-low", "5", "--objective", "rate",
                                 "--target-rate", "0.5"])
     assert payload["calibration"]["model"] is True and payload["calibration"]["escalation_rate"] <= 0.5
     loaded = load_settings(settings)
     assert (loaded.margin_below, loaded.entropy_above, loaded.tie_enabled, loaded.overlap_below) == (None, None, False, None)
-    summary = run_json(capsys, ["search", "--index", str(index), "--queries", str(beir), "--out", str(tmp_path / "r"),
+    summary = run_json(capsys, ["search", "--index", str(index), "--queries", str(beir), "--run-out", str(tmp_path / "r"),
                                 "--depth", "20", "--rerank", "bundled", "--route-settings", str(settings)])
     assert summary["routing"]["k_low"] == 5
 
 
 def test_calibrate_model_features_restrict_what_the_model_reads(index, beir, tmp_path, capsys):
     settings = tmp_path / "routing-boundary.json"
-    common = ["route", "calibrate", "--model", "--data", str(beir), "--index", str(index), "--out", str(settings),
+    common = ["route", "calibrate", "--model", "--data", str(beir), "--index", str(index), "--settings-out", str(settings),
               "--depth", "20", "--k-low", "5", "--objective", "rate", "--target-rate", "0.5"]
     assert len(run_json(capsys, common)["calibration"]["model_features"]) == 6  # by default every signal
     payload = run_json(capsys, [*common, "--model-features", "boundary_gap"])
@@ -121,7 +121,7 @@ def test_calibrate_model_features_restrict_what_the_model_reads(index, beir, tmp
 
 def test_user_errors_exit_2_with_a_message(index, beir, tmp_path, capsys):
     capsys.readouterr()
-    assert main(["search", "--index", str(index), "--queries", str(beir), "--out", str(tmp_path / "r"),
+    assert main(["search", "--index", str(index), "--queries", str(beir), "--run-out", str(tmp_path / "r"),
                  "--route", "dynamic"]) == 2
     assert "--route needs --rerank" in capsys.readouterr().err
     assert main(["index", "build", "--corpus", str(beir), "--out", str(index)]) == 2

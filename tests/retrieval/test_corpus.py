@@ -40,8 +40,9 @@ def test_problems_are_collected_with_line_numbers(tmp_path):
     message = str(info.value)
     assert "5 error(s)" in message
     for expected in ["c.jsonl:2: duplicate id 'a' (first on line 1)", "c.jsonl:3: empty text for id 'b'",
-                     "c.jsonl:4: missing or empty id", "c.jsonl:5: id 'c d' contains whitespace",
-                     "c.jsonl:6: 'metadata' must be an object"]:
+                     "c.jsonl:4: missing field '_id' or 'id' (use --id-field; fields here: 'text')",
+                     "c.jsonl:5: field '_id': id 'c d' contains whitespace",
+                     "c.jsonl:6: field 'metadata' must be an object"]:
         assert expected in message
 
 

@@ -249,7 +249,7 @@ def test_cli_build_shards_search_equals_unsharded(tmp_path, capsys):
         runs = {}
         for name in ("flat", "sharded"):
             out = tmp_path / f"{name}-{mode}.trec"
-            assert main(["search", "--index", str(tmp_path / name), "--queries", str(queries), "--out", str(out),
+            assert main(["search", "--index", str(tmp_path / name), "--queries", str(queries), "--run-out", str(out),
                          "--mode", mode, "--depth", "20"]) == 0
             runs[name] = read_trec_run(out)
         assert runs["sharded"] == runs["flat"], mode

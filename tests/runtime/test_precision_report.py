@@ -26,7 +26,7 @@ def _report(capsys, *argv: str) -> dict:
 def test_bi_encoder_report_shape_and_work(capsys, beir_dir: Path, tmp_path: Path) -> None:
     plot = tmp_path / "curves.png"
     report = _report(capsys, "--data", str(beir_dir), "--depth", "3", "-m", "ndcg@10", "-m", "map@3",
-                     "--rel-level", "2", "--plot", str(plot))
+                     "--rel-level", "2", "--plot-out", str(plot))
     assert list(report["regimes"]) == ["fp32", "bf16", "bf16+hps", "fp16", "fp16+hps"]
     candidates = report["candidates"]
     assert (candidates["source"], candidates["depth"], candidates["queries"]) == ("bm25", 3, 2)  # q3 unjudged
@@ -135,4 +135,4 @@ def test_empty_documents_are_skipped_with_a_warning(capsys, beir_with_empty: Pat
 
 def test_strict_refuses_empty_documents(capsys, beir_with_empty: Path) -> None:
     assert main(["precision-report", "--data", str(beir_with_empty), "--regimes", "fp32", "--strict"]) == 2
-    assert "id 'blank1': missing or empty 'text'" in capsys.readouterr().err
+    assert "corpus.jsonl:13: empty text for id 'blank1' (field 'text'; --strict refuses empty documents)" in capsys.readouterr().err

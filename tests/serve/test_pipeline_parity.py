@@ -35,7 +35,7 @@ def test_cli_search_serves_what_the_server_serves(serve_app, client, handle, tmp
     k_low = min(max(policy.k_low, TOP_N), policy.k_high)  # what the Searcher runs for this top_n
     run = tmp_path / "run.trec"
     argv = [sys.executable, "-m", "steadyrank.serve.cli", "search", "--index", index, "--queries", str(queries),
-            "--out", str(run), "--mode", "hybrid", "--rerank", "bundled", "--route-settings", str(routing),
+            "--run-out", str(run), "--mode", "hybrid", "--rerank", "bundled", "--route-settings", str(routing),
             "--depth", str(policy.k_high), "--k-low", str(k_low), "--top-n", str(TOP_N),
             "--rrf-k", str(settings.search.rrf_k), "--rrf-weights", ",".join(map(str, settings.search.rrf_weights)),
             "--route", settings.routing.route, "--json"]
