@@ -19,11 +19,11 @@ stop. Every kind ends the same way, within ``server.shutdown_grace_s`` of the fi
    application is never deleted on a local head: Ray stops with it still deployed.
 4. ``ray.shutdown`` stops the local head and every worker, then :func:`reap` ends whatever of the
    server's process tree is still running (HAProxy, which Ray starts as a child of a worker and
-   leaves to init when that worker dies before it; a worker that outlived the raylet), SIGTERM
-   first, SIGKILL after :data:`REAP_WAIT_S`.
+   leaves to init when that worker dies before it; a worker that outlived the raylet): a moment
+   to exit on its own, then SIGTERM, then SIGKILL (:data:`REAP_WAIT_S` apart).
 
-Steps 3 and 4 together take at most :data:`TEARDOWN_S` seconds; the drain gets the rest of the
-grace. The process tree and the bound ports are checked after each kind of stop by
+Steps 3 and 4 are given :data:`TEARDOWN_S` seconds (they take 2–5 s on a 2-core machine); the
+drain gets the rest of the grace. The process tree and the bound ports are checked after each kind of stop by
 ``tests/serve/test_lifecycle.py``.
 """
 
@@ -217,9 +217,11 @@ def stop_front(folder: Path | None) -> int:
 
 
 def reap(procs: Iterable[psutil.Process]) -> list[str]:
-    """End what of ``procs`` still runs: SIGTERM, then SIGKILL after :data:`REAP_WAIT_S`. Returns
-    ``"<pid> <name>"`` of each process that had to be ended (an empty list is a clean stop)."""
-    running = [proc for proc in procs if _running(proc)]
+    """End what of ``procs`` still runs: each gets :data:`REAP_WAIT_S` to exit on its own (a
+    worker notices its raylet's death), then SIGTERM and as long again, then SIGKILL. Returns
+    ``"<pid> <name>"`` of each process that had to be signalled (an empty list is a clean stop)."""
+    running = list({proc.pid: proc for proc in procs if _running(proc)}.values())
+    _, running = psutil.wait_procs(running, timeout=REAP_WAIT_S)
     if not running:
         return []
     ended = [f"{proc.pid} {_name(proc)}" for proc in running]

@@ -32,9 +32,10 @@ deploy/settings.yaml): models, precision and scoring, index, routing, limits, AP
 set, replicas/CPUs/GPUs/autoscaling per deployment. It is validated before anything starts; an
 error names the bad field. API keys may also come from $STEADYRANK_API_KEYS (comma-separated).
 
-SIGTERM or SIGINT (Ctrl-C) stops it cleanly: new requests are refused, in-flight ones finish
-within server.shutdown_grace_s (default 30 s; a second signal skips the wait), then Serve and Ray
-shut down and it exits 0. Ray's dashboard starts only with server.dashboard: true.
+SIGTERM or SIGINT (Ctrl-C), to the process or its whole process group, stops it cleanly within
+server.shutdown_grace_s (default 30 s): new requests are refused (503), in-flight ones finish (a
+second signal skips the wait), then the port closes, Ray shuts down and it exits 0, leaving no
+process behind. Ray's dashboard starts only with server.dashboard: true.
 
 Endpoints: POST /v1/rerank, /v1/search, /v1/embeddings, /v2/rerank (Cohere v2), /rerank and
 /embed (TEI; Infinity bodies on /rerank); GET /v1/models, /v1/canary,

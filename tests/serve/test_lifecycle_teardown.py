@@ -68,6 +68,8 @@ def test_stop_front_finds_haproxy_by_its_folder_and_closes_the_port(haproxy) -> 
 
 
 def test_reap_kills_what_ignores_sigterm_and_names_it() -> None:
+    """A process that ignores SIGTERM is SIGKILLed, one that does not is SIGTERMed, one that has
+    already exited (a zombie) is left out; each signalled process is named once."""
     stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
                                  "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n"
                                  "time.sleep(60)"], stdout=subprocess.PIPE)
@@ -78,7 +80,7 @@ def test_reap_kills_what_ignores_sigterm_and_names_it() -> None:
         time.sleep(0.01)
     procs = [psutil.Process(p.pid) for p in (stubborn, polite, gone)]  # gone: already exited, left out
     names = sorted(f"{p.pid} {p.name()}" for p in procs[:2])
-    ended = reap(procs)
+    ended = reap(procs + procs[:1])
     assert sorted(ended) == names
     assert [procs[0].returncode, procs[1].returncode] == [-signal.SIGKILL, -signal.SIGTERM]  # set by psutil's wait
     assert reap(procs) == []
