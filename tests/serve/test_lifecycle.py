@@ -339,7 +339,8 @@ def test_stop_drains_and_leaves_nothing(server: Server, kind: str) -> None:
         assert f"{signal.SIGTERM.name if 'TERM' in kind else signal.SIGINT.name} received" in output
     assert run.late != 200, f"a request sent after the signal was served: {run.late}"
     if stop.load:
-        assert any(status == 200 for status, _ in run.load), run.load
+        if stop.served:  # the load was served before the signal (a stop 0.5 s later may cut its first answers)
+            assert any(status == 200 for status, _ in run.load), run.load
         wrong = [(status, retry) for status, retry in run.load
                  if isinstance(status, int) and not (status == 200 or (status == 503 and retry))]
         assert not wrong, f"answers other than 200 or 503 with Retry-After during the stop: {wrong}"
