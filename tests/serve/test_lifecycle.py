@@ -321,7 +321,8 @@ def test_stop_drains_and_leaves_nothing(server: Server, kind: str) -> None:
     took = server.exited_at[0] - run.signalled if server.exited_at else float("nan")
     output = server.output()
     print(f"\n[lifecycle] {kind}: exited {took:.1f} s after the signal; search answers "
-          f"{sorted({str(s): sum(1 for x, _ in run.load if x == s) for s, _ in run.load}.items())}")
+          f"{sorted({str(s): sum(1 for x, _ in run.load if x == s) for s, _ in run.load}.items())}; the server said: "
+          f"{[line for line in output.splitlines() if line.startswith('steadyrank: ') and 'received' not in line][-3:]}")
     assert code == 0, output
     assert took <= GRACE_S, f"the stop took {took:.1f} s, more than the grace of {GRACE_S:g} s:\n{output}"
     assert "Traceback" not in output, output
