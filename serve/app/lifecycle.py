@@ -22,7 +22,8 @@ stop. Every kind ends the same way, within ``server.shutdown_grace_s`` of the fi
    leaves to init when that worker dies before it; a worker that outlived the raylet): a moment
    to exit on its own, then SIGTERM, then SIGKILL (:data:`REAP_WAIT_S` apart).
 
-Steps 3 and 4 are given :data:`TEARDOWN_S` seconds (they take 2–5 s on a 2-core machine); the
+Steps 3 and 4 are given :data:`TEARDOWN_S` seconds (2–3 s on a 2-core machine; ~13 s once the
+whole tree was signalled, where ``ray.shutdown`` meets a dead head); the
 drain gets the rest of the grace. The process tree and the bound ports are checked after each kind of stop by
 ``tests/serve/test_lifecycle.py``.
 """
