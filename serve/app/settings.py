@@ -436,7 +436,8 @@ class ServerSettings(_Section):
 
     shutdown_grace_s: float = Field(
         30.0, ge=0, le=3600,
-        description="on SIGTERM/SIGINT: seconds in-flight requests get to finish before Ray is shut down",
+        description="on SIGTERM/SIGINT: seconds the whole stop may take; in-flight requests get all but the last "
+                    "10 s (the teardown's) to finish before Ray is shut down",
     )
     dashboard: bool = Field(False, description="start Ray's dashboard (and its agent processes) with the local Ray")
     ingress: Literal["haproxy", "proxy"] = Field(

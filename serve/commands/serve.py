@@ -8,17 +8,16 @@ import contextlib
 import math
 import os
 import shutil
-import signal
 import socket
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from steadyrank.serve.app.lifecycle import StopSignals
     from steadyrank.serve.app.settings import Settings
 
 DESCRIPTION = """\
@@ -42,9 +41,10 @@ set, replicas/CPUs/GPUs/autoscaling per deployment. It is validated before anyth
 error names the bad field. API keys may also come from $STEADYRANK_API_KEYS (comma-separated) or a
 file (--api-key-file); without any key the server binds a loopback address only (auth.allow_anonymous).
 
-SIGTERM or SIGINT (Ctrl-C) stops it cleanly: new requests are refused, in-flight ones finish
-within server.shutdown_grace_s (default 30 s; a second signal skips the wait), then Serve and Ray
-shut down and it exits 0. Ray's dashboard starts only with server.dashboard: true.
+SIGTERM or SIGINT (Ctrl-C), to the process or its whole process group, stops it cleanly within
+server.shutdown_grace_s (default 30 s): new requests are refused (503), in-flight ones finish (a
+second signal skips the wait), then the port closes, Ray shuts down and it exits 0, leaving no
+process behind. Ray's dashboard starts only with server.dashboard: true.
 
 Endpoints: POST /v1/rerank, /v1/search, /v1/embeddings, /v2/rerank (Cohere v2), /rerank and
 /embed (TEI; Infinity bodies on /rerank); GET /v1/models, /v1/canary,
@@ -215,35 +215,39 @@ def run(args: argparse.Namespace) -> int:
     try:
         if haproxy_files is not None:
             _use_haproxy_ingress(haproxy_files)
-        return _serve_on_ray(args, settings, host, port, reserved, auth)
+        return _serve_on_ray(args, settings, host, port, reserved, auth, haproxy_files)
     finally:
         if haproxy_files is not None:
             shutil.rmtree(haproxy_files, ignore_errors=True)
 
 
-def _serve_on_ray(args: argparse.Namespace, settings: Settings, host: str, port: int, reserved: float, auth: str) -> int:
-    """Start (or join) Ray, deploy the application, serve until a stop signal, drain, shut down."""
+def _serve_on_ray(args: argparse.Namespace, settings: Settings, host: str, port: int, reserved: float, auth: str,
+                  haproxy_files: Path | None) -> int:
+    """Start (or join) Ray, deploy the application, serve until a stop signal, drain, shut down
+    (the stop: :mod:`serve.app.lifecycle`)."""
     import ray
     from ray import serve as ray_serve
 
     from steadyrank.serve.app import build_app
+    from steadyrank.serve.app.lifecycle import LocalHead, Stopped, StopSignals, drain, drain_budget
 
     dashboard = settings.server.dashboard
+    head = None if args.address is not None else LocalHead(haproxy_files)
     try:
-        if args.address is not None:
+        if head is None:
             ray.init(address=args.address, include_dashboard=dashboard)
         else:
             cpus = args.num_cpus if args.num_cpus is not None else max(float(os.cpu_count() or 1), math.ceil(reserved))
-            ray.init(num_cpus=math.ceil(max(cpus, reserved)), include_dashboard=dashboard)
+            head.start(lambda: ray.init(num_cpus=math.ceil(max(cpus, reserved)), include_dashboard=dashboard))
     except Exception as exc:  # noqa: BLE001 — Ray raises bare Exception when its processes do not come up
         where = f"the Ray cluster at {args.address}" if args.address is not None else "a local Ray instance"
         print(f"steadyrank serve: error: could not start {where}: {exc} (an overloaded machine starts Ray "
               "slowly: retry, or free CPU)", file=sys.stderr, flush=True)
         ray.shutdown()  # stops whatever of Ray's processes did start
         return 1
-    if args.address is None:
+    if head is not None:
         _stop_idle_head_processes(dashboard)
-    stop = _StopSignals()  # after ray.init, which installs its own SIGTERM handler
+    stop = StopSignals()  # after ray.init, which installs its own SIGTERM handler
     try:
         access_log = {"enable_access_log": settings.server.access_log}
         ray_serve.start(http_options={"host": host, "port": port}, logging_config=access_log)
@@ -257,21 +261,29 @@ def _serve_on_ray(args: argparse.Namespace, settings: Settings, host: str, port:
               f"  curl -s {url}/v1/search -H 'Content-Type: application/json' -d '{{\"query\": \"how do I free disk space\"}}'\n"
               f"  metrics: {url}/metrics   API docs: {url}/docs", flush=True)
         stop.wait_serving()
-        grace = settings.server.shutdown_grace_s
+        budget = drain_budget(settings.server.shutdown_grace_s)
         print(f"\nsteadyrank: {stop.name} received: refusing new requests, finishing in-flight ones "
-              f"(up to {grace:g} s; a second signal stops at once)…", file=sys.stderr, flush=True)
-        _drain(ray_serve, grace, stop)
+              f"(up to {budget:g} s; a second signal stops at once)…", file=sys.stderr, flush=True)
+        ended = drain(ray_serve, APP_NAME, stop.at + budget, stop)
+        if ended != "drained":
+            print(f"steadyrank: drain ended early ({ended}); stopping", file=sys.stderr, flush=True)
+        if head is None:  # a joined cluster outlives this process: take the application off it
+            _delete_app(ray_serve, time.monotonic() + 10.0, stop)
         return 0
-    except _Stopped:
+    except Stopped:
         print(f"\nsteadyrank: {stop.name} received during start-up: stopping…", file=sys.stderr, flush=True)
         return 0
     finally:
         stop.ignore()  # a late signal must not interrupt the shutdown itself
-        try:
-            ray_serve.shutdown()
-        finally:
-            ray.shutdown()
-            print("steadyrank: stopped", file=sys.stderr, flush=True)
+        if head is None:
+            try:
+                ray_serve.shutdown()
+            finally:
+                ray.shutdown()
+        else:
+            head.stop(ray, lambda line: print(f"steadyrank: {line}", file=sys.stderr, flush=True))
+        took = f" ({time.monotonic() - stop.at:.1f} s after {stop.name})" if stop.at else ""
+        print(f"steadyrank: stopped{took}", file=sys.stderr, flush=True)
 
 
 APP_NAME = "steadyrank"
@@ -300,65 +312,11 @@ def _stop_idle_head_processes(dashboard: bool) -> None:
             kill(check_alive=False)
 
 
-class _Stopped(Exception):
-    """A stop signal arrived before the application was serving."""
-
-
-class _StopSignals:
-    """SIGTERM and SIGINT handlers: during start-up a signal aborts it (:class:`_Stopped`); while
-    serving it ends :meth:`wait_serving`; a second signal sets :attr:`force` (skip the grace)."""
-
-    def __init__(self) -> None:
-        self.name = ""
-        self.serving = False
-        self.first = threading.Event()
-        self.force = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, frame: object) -> None:
-        if self.first.is_set():
-            self.force.set()
-            return
-        self.name = signal.Signals(signum).name
-        self.first.set()
-        if not self.serving:
-            raise _Stopped
-
-    def wait_serving(self) -> None:
-        self.serving = True
-        if self.first.is_set():
-            return
-        while not self.first.wait(1.0):  # a timed wait keeps the main thread responsive to signals
-            pass
-
-    def ignore(self) -> None:
-        self.serving = True
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda signum, frame: self.force.set())
-
-
-def _drain(ray_serve, grace_s: float, stop: _StopSignals) -> None:
-    """Stop taking requests and let the in-flight ones finish, then tear the application down.
-
-    1. Every Ingress replica is told to drain (:meth:`Ingress.drain`): new scoring requests get a
-       JSON 503 with ``Retry-After``, ``/readyz`` answers 503 "draining".
-    2. Wait until no Ingress replica has a request in flight (every downstream call a request
-       needs has returned), ``grace_s`` at most, or a second signal.
-    3. Delete the application; replicas still busy finish within their
-       ``graceful_shutdown_timeout_s`` (= the grace).
-
-    Draining the front first matters for chained requests: deleting the application stops every
-    deployment at once, and a downstream replica idle for a moment (the Searcher between its
-    Embedder and Reranker calls) would stop under a request that still needs it."""
-    deadline = time.monotonic() + grace_s
-    try:
-        _drain_ingress(ray_serve, deadline, stop)
-    except Exception as exc:  # noqa: BLE001 — the application or controller may already be failing
-        print(f"steadyrank: draining the ingress failed ({type(exc).__name__}: {exc}); stopping the deployments",
-              file=sys.stderr, flush=True)
+def _delete_app(ray_serve, deadline: float, stop: StopSignals) -> None:
+    """Delete the application from a joined cluster (after its drain) and wait until it is gone,
+    until ``deadline`` (monotonic s) at most or a second signal; replicas still busy finish within
+    their ``graceful_shutdown_timeout_s`` (= the grace)."""
     ray_serve.delete(APP_NAME, _blocking=False)
-    deadline += 10.0
     while time.monotonic() < deadline and not stop.force.is_set():
         try:
             if APP_NAME not in ray_serve.status().applications:
@@ -366,20 +324,3 @@ def _drain(ray_serve, grace_s: float, stop: _StopSignals) -> None:
         except Exception:  # noqa: BLE001 — the controller may already be going away
             return
         stop.force.wait(0.2)
-
-
-def _drain_ingress(ray_serve, deadline: float, stop: _StopSignals, poll_s: float = 0.2) -> None:
-    """Call ``drain`` on the Ingress replicas until every RUNNING one has answered and reported
-    nothing in flight (the handle routes each call to one replica, so calls repeat until all
-    were reached), or until ``deadline`` (monotonic s) or a second signal."""
-    status = ray_serve.status().applications[APP_NAME].deployments["Ingress"]
-    replicas = max(1, int(status.replica_states.get("RUNNING", 0)))
-    handle = ray_serve.get_app_handle(APP_NAME)
-    in_flight: dict[str, int] = {}
-    while time.monotonic() < deadline and not stop.force.is_set():
-        answer = handle.drain.remote().result(timeout_s=max(0.1, deadline - time.monotonic()))
-        in_flight[answer["replica"]] = int(answer["in_flight"])
-        if len(in_flight) >= replicas and not any(in_flight.values()):
-            return
-        if len(in_flight) >= replicas:
-            stop.force.wait(poll_s)

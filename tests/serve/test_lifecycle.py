@@ -1,16 +1,20 @@
-"""Lifecycle of ``steadyrank serve`` as a process: SIGTERM (what systemd, Docker and Kubernetes send)
-and SIGINT while requests are in flight.
+"""Lifecycle of ``steadyrank serve`` as a process: every kind of stop (a signal to its process, to
+its process group, to its whole process tree, or twice), each with requests in flight and under
+load, and the loss of a replica.
 
 The server runs in a subprocess of its own (own session and process group) with its own local Ray
 cluster: ``RAY_TMPDIR`` points at a fresh short folder, so its session directory (and every Ray
 process started for it) is told apart from the test session's Ray instance and from anything else
 on the machine. Settings: the bundled all-MiniLM-L6-v2 embedder (also the reranker), the demo
-corpus indexed into a temporary cache, shadow evaluator off.
+corpus indexed once into a cache the module's servers share, shadow evaluator off. Every server of
+the module listens on the same port, so each start after the first is also a second start on the
+port a stopped server held. Each test starts one server (``-m lifecycle`` selects them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -19,18 +23,22 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import psutil
 import pytest
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+from steadyrank.serve.app.lifecycle import haproxies
+
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.lifecycle]
 
 READY_TIMEOUT_S = 480  # a shared 2-core box under load starts Ray and three models slowly
+GRACE_S = 30.0  # server.shutdown_grace_s of every server here (the default)
 DOC = ("The df command reports how much disk space every mounted filesystem uses and how much is "
        "still free; du summarises the space taken by a directory tree, and ncdu browses it. ") * 4
 
@@ -41,52 +49,82 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _port_free(port: int) -> bool:
+    """Whether a new listener could bind ``port`` (as ``steadyrank serve``'s own check does)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _cmdline(proc: psutil.Process) -> str:
+    """``proc``'s command line, or "" once it has exited (or is a zombie, or may not be read): a
+    process of a server's tree may exit between its listing and this call."""
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def _live(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _children(pid: int) -> list[psutil.Process]:
+    try:
+        return [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
 @dataclass
 class Server:
     process: subprocess.Popen
     url: str
+    port: int
     ray_tmp: Path
     log: Path
     layout: str
+    exited_at: list[float] = field(default_factory=list)  # monotonic time of the exit, once it exited
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
     def tree(self) -> list[psutil.Process]:
         """The server process, its descendants, and every process naming its Ray temp folder."""
-        procs = {self.process.pid: psutil.Process(self.process.pid)}
-        procs.update({p.pid: p for p in procs[self.process.pid].children(recursive=True)})
+        procs = {p.pid: p for p in _children(self.process.pid)}
         procs.update({p.pid: p for p in ray_processes(self.ray_tmp)})
         return list(procs.values())
 
 
 def ray_processes(ray_tmp: Path) -> list[psutil.Process]:
-    """Live processes whose command line or open files mention ``ray_tmp`` (its Ray session)."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if str(ray_tmp) in " ".join(proc.info["cmdline"] or []) and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
+    """Live processes whose command line mentions ``ray_tmp`` (its Ray session)."""
+    return [proc for proc in psutil.process_iter() if str(ray_tmp) in _cmdline(proc) and _live(proc)]
 
 
 def alive(procs: list[psutil.Process]) -> list[str]:
-    out = []
-    for proc in procs:
-        try:
-            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                out.append(f"{proc.pid} {' '.join(proc.cmdline())[:120]}")
-        except psutil.NoSuchProcess:
-            continue
-    return out
+    return [f"{proc.pid} {_cmdline(proc)[:120]}" for proc in procs if _live(proc)]
+
+
+@pytest.fixture(scope="module")
+def shared() -> Iterator[dict[str, object]]:
+    """What the module's servers share: the index cache (built by the first start) and the port."""
+    cache = Path(tempfile.mkdtemp(prefix="srlc-cache-", dir="/tmp"))
+    yield {"cache": cache, "port": _free_port()}
+    shutil.rmtree(cache, ignore_errors=True)
 
 
 @pytest.fixture(params=["colocated"])
-def server(request: pytest.FixtureRequest) -> Iterator[Server]:
-    """``steadyrank serve`` in its own session on free ports with its own Ray temp folder, in the
-    ``deployments.layout`` given as the fixture's parameter (default colocated, as shipped).
+def server(request: pytest.FixtureRequest, shared: dict[str, object]) -> Iterator[Server]:
+    """``steadyrank serve`` in its own session on the module's port with its own Ray temp folder,
+    in the ``deployments.layout`` given as the fixture's parameter (default colocated, as
+    shipped), once it has printed that it serves.
 
     Its files live in a folder of its own under /tmp rather than pytest's ``tmp_path``: pytest
     sessions running beside this one prune old base temp folders, and Ray's unix socket paths
@@ -94,11 +132,12 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
     work = Path(tempfile.mkdtemp(prefix="srlc-", dir="/tmp"))
     ray_tmp = work / "ray"
     ray_tmp.mkdir()
-    port = _free_port()
+    port = int(shared["port"])
+    assert _port_free(port), f"port {port} is still held before this start (a stopped server left it bound)"
     settings = {
-        "cache_dir": str(work / "cache"),
+        "cache_dir": str(shared["cache"]),
         "quality": {"enabled": False},
-        "server": {"shutdown_grace_s": 60},
+        "server": {"shutdown_grace_s": GRACE_S},
         "limits": {"request_timeout_s": 120},
         "deployments": {"layout": request.param}
         | {name: {"num_cpus": 0.1} for name in ("ingress", "searcher", "retriever", "metrics_hub")}
@@ -116,30 +155,25 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
              "--num-cpus", "2"],
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )
-    srv = Server(process, f"http://127.0.0.1:{port}", ray_tmp, log, request.param)
+    srv = Server(process, f"http://127.0.0.1:{port}", port, ray_tmp, log, request.param)
+    threading.Thread(target=lambda: (process.wait(), srv.exited_at.append(time.monotonic())), daemon=True).start()
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
+        while "is serving at" not in srv.output():  # serve.run has returned: a signal now is a stop, not an abort
             assert process.poll() is None, f"steadyrank serve exited early:\n{srv.output()}"
-            try:
-                if httpx.get(f"{srv.url}/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, f"not ready in {READY_TIMEOUT_S} s:\n{srv.output()}"
+            assert time.monotonic() < deadline, f"not serving in {READY_TIMEOUT_S} s:\n{srv.output()}"
             time.sleep(1.0)
+        assert httpx.get(f"{srv.url}/readyz", timeout=30).status_code == 200, srv.output()
         yield srv
     finally:
         leftovers = srv.tree() if process.poll() is None else ray_processes(ray_tmp)
-        haproxy_files = [folder for proc in leftovers if (folder := _haproxy_folder(proc)) is not None]
+        haproxy_files = {folder for proc in leftovers if (folder := _haproxy_folder(proc)) is not None}
         if process.poll() is None:  # a SIGKILLed server cannot remove its HAProxy folder: done below
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-        for proc in leftovers:  # only this test's own processes (its Ray temp folder, its session)
-            try:
+        for proc in leftovers + [p for folder in haproxy_files for p in haproxies(folder)]:
+            with contextlib.suppress(psutil.Error):  # only this test's own processes
                 proc.kill()
-            except psutil.Error:
-                pass
         for folder in [work, *haproxy_files]:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -155,62 +189,171 @@ def _haproxy_folder(proc: psutil.Process) -> Path | None:
     return Path(command[command.index("-f") + 1]).parents[1]
 
 
-async def _in_flight_then_signal(srv: Server, sig: signal.Signals, n: int) -> tuple[list, float, object]:
-    """Send ``n`` slow /v1/rerank requests, signal the server while all are in flight, then try a
-    new request 1.5 s later. Returns the (status, end time) of each, the signal time, and the late
-    request's outcome (a status code or the connection error)."""
-    body = {"query": "how do I find what fills my disk", "documents": [f"[{i}] {DOC}" for i in range(160)],
+def _signal_process(sig: signal.Signals) -> Callable[[Server], None]:
+    return lambda srv: os.kill(srv.process.pid, sig)
+
+
+def _signal_group(sig: signal.Signals) -> Callable[[Server], None]:
+    """What a terminal's Ctrl-C (SIGINT) or ``kill -TERM -PGID`` does: the server leads its group."""
+    return lambda srv: os.killpg(srv.process.pid, sig)
+
+
+def _signal_twice(srv: Server) -> None:
+    os.kill(srv.process.pid, signal.SIGTERM)
+    time.sleep(0.5)
+    os.kill(srv.process.pid, signal.SIGTERM)
+
+
+def _signal_tree(srv: Server) -> None:
+    """What systemd's ``KillMode=control-group`` does: SIGTERM to every process of the tree at once
+    (Ray's GCS, raylet, workers and HAProxy included, whatever their process group)."""
+    procs = srv.tree() + [p for folder in {_haproxy_folder(p) for p in srv.tree()} - {None} for p in haproxies(folder)]
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(signal.SIGTERM)
+
+
+@dataclass
+class Stop:
+    """How a test stops the server, and what the requests in flight at the stop may expect."""
+    send: Callable[[Server], None]
+    served: bool  # every request in flight at the stop gets its 200 (False: a forced or lost stop)
+    load: bool  # closed-loop search clients run through the stop (their answers are checked)
+
+
+STOPS = {
+    "SIGTERM": Stop(_signal_process(signal.SIGTERM), served=True, load=True),
+    "SIGINT": Stop(_signal_process(signal.SIGINT), served=True, load=True),
+    "group-SIGTERM": Stop(_signal_group(signal.SIGTERM), served=True, load=True),
+    "group-SIGINT": Stop(_signal_group(signal.SIGINT), served=True, load=True),
+    "double-SIGTERM": Stop(_signal_twice, served=False, load=True),
+    "tree-SIGTERM": Stop(_signal_tree, served=False, load=False),
+}
+
+
+@dataclass
+class StopRun:
+    in_flight: list[tuple[int | str, float]]  # (status or error name, end time) of each slow request
+    signalled: float
+    late: int | str  # a request sent 1.5 s after the signal: its status or error name
+    load: list[tuple[int | str, str | None]]  # (status or error name, Retry-After) of each search request
+
+
+async def _stop_under_load(srv: Server, stop: Stop, n: int, clients: int = 2) -> StopRun:
+    """Send ``n`` slow /v1/rerank requests and (``stop.load``) run ``clients`` closed-loop
+    /v1/search clients; stop the server while all slow ones are in flight; try a new request
+    1.5 s later; keep the search clients going until the server has exited."""
+    body = {"query": "how do I find what fills my disk", "documents": [f"[{i}] {DOC}" for i in range(120)],
             "top_n": 3}
+    load: list[tuple[int | str, str | None]] = []
     async with httpx.AsyncClient(base_url=srv.url, timeout=180) as client:
 
-        async def one() -> tuple[int, float]:
-            response = await client.post("/v1/rerank", json=body)
-            return response.status_code, time.monotonic()
+        async def one() -> tuple[int | str, float]:
+            try:
+                status: int | str = (await client.post("/v1/rerank", json=body)).status_code
+            except httpx.HTTPError as exc:
+                status = type(exc).__name__
+            return status, time.monotonic()
 
+        async def searcher() -> None:
+            async with httpx.AsyncClient(base_url=srv.url, timeout=60) as own:
+                while srv.process.poll() is None:
+                    try:
+                        response = await own.post("/v1/search", json={"query": "how do I free disk space"})
+                        load.append((response.status_code, response.headers.get("retry-after")))
+                        if response.status_code == 503:  # a polite client waits (not Retry-After's 1 s: keep probing)
+                            await asyncio.sleep(0.1)
+                    except httpx.HTTPError as exc:
+                        load.append((type(exc).__name__, None))
+                        await asyncio.sleep(0.05)
+
+        searchers = [asyncio.create_task(searcher()) for _ in range(clients if stop.load else 0)]
         tasks = [asyncio.create_task(one()) for _ in range(n)]
         await asyncio.sleep(1.5)
         assert not any(t.done() for t in tasks), "requests finished before the signal: make them slower"
         signalled = time.monotonic()
-        os.kill(srv.process.pid, sig)
+        stop.send(srv)
         await asyncio.sleep(1.5)
         try:
-            late: object = (await client.post("/v1/rerank", json={"query": "q", "documents": ["d"]}, timeout=10)).status_code
+            late: int | str = (await client.post("/v1/rerank", json={"query": "q", "documents": ["d"]},
+                                                 timeout=10)).status_code
         except httpx.HTTPError as exc:
             late = type(exc).__name__
-        return await asyncio.gather(*tasks), signalled, late
+        in_flight = await asyncio.gather(*tasks)
+        while srv.process.poll() is None and time.monotonic() < signalled + GRACE_S + 30:
+            await asyncio.sleep(0.2)
+        await asyncio.gather(*searchers)
+    return StopRun(in_flight, signalled, late, load)
 
 
-@pytest.mark.parametrize(("server", "sig"), [("colocated", signal.SIGTERM), ("split", signal.SIGINT)],
-                         ids=["SIGTERM-colocated", "SIGINT-split"], indirect=["server"])
-def test_signal_drains_in_flight_requests_and_leaves_no_process(server: Server, sig: signal.Signals) -> None:
-    """Both layouts drain: in flight at the signal → 200, sent after it → refused, exit 0, no
-    Traceback, no process of the tree left (one signal per layout keeps the suite's time). The
-    local Ray head runs without the autoscaler monitor and the API server (with the dashboard off,
-    it holds only Ray's usage-statistics reporter), which it has no use for."""
+@pytest.mark.parametrize(("server", "kind"), [("colocated", "SIGTERM"), ("split", "SIGINT"),
+                                              ("colocated", "group-SIGTERM"), ("colocated", "group-SIGINT"),
+                                              ("colocated", "double-SIGTERM"), ("colocated", "tree-SIGTERM")],
+                         ids=["SIGTERM-colocated", "SIGINT-split", "group-SIGTERM", "group-SIGINT", "double-SIGTERM",
+                              "tree-SIGTERM"], indirect=["server"])
+def test_stop_drains_and_leaves_nothing(server: Server, kind: str) -> None:
+    """Every kind of stop (the process, its group, its whole tree, a second signal) under load:
+
+    - the server exits 0 within ``server.shutdown_grace_s`` of the signal, with no Traceback;
+    - no process of its tree is left (Ray's GCS, raylet, workers; HAProxy, which Ray leaves to
+      init when the worker that started it dies first), its HTTP port is free for the next
+      server of the module (which starts on it), and its HAProxy folder is gone;
+    - requests in flight at the signal get 200 (unless a second signal or the loss of the whole
+      tree cuts the drain short); one sent 1.5 s after the signal is not served;
+    - the search clients running through the stop get 200, or 503 with ``Retry-After``, or find
+      the port closed: never a 404 (Ray's answer for a path once its application is deleted,
+      which a load balancer takes as final).
+
+    The first two cases also check how the server runs (both layouts): the local Ray head runs
+    without the autoscaler monitor and the API server (with the dashboard off, it holds only
+    Ray's usage-statistics reporter), forward passes are favoured, HAProxy holds the port."""
+    stop = STOPS[kind]
     tree = server.tree()
-    assert any("raylet" in " ".join(p.cmdline()) for p in tree), "the Ray processes were not found"
-    idle = [" ".join(p.cmdline()) for p in tree if any(a.endswith(("/monitor.py", "/dashboard.py")) for a in p.cmdline())]
-    assert not idle, f"the local Ray head still runs the autoscaler monitor or the API server: {idle}"
-    _assert_forward_passes_favoured(server, "Ingress" if server.layout == "colocated" else "Reranker")
+    assert any("raylet" in _cmdline(p) for p in tree), "the Ray processes were not found"
     haproxy_files = _assert_haproxy_listens(server)
-    results, signalled, late = asyncio.run(_in_flight_then_signal(server, sig, n=4))
-    code = server.process.wait(timeout=120)
+    if kind in ("SIGTERM", "SIGINT"):
+        idle = [_cmdline(p) for p in tree if any(a.endswith(("/monitor.py", "/dashboard.py")) for a in _cmdline(p).split())]
+        assert not idle, f"the local Ray head still runs the autoscaler monitor or the API server: {idle}"
+        _assert_forward_passes_favoured(server, "Ingress" if server.layout == "colocated" else "Reranker")
+    tree = server.tree() + haproxies(haproxy_files)
+    run = asyncio.run(_stop_under_load(server, stop, n=3))
+    code = server.process.wait(timeout=GRACE_S + 30)
+    took = server.exited_at[0] - run.signalled if server.exited_at else float("nan")
     output = server.output()
-    assert [status for status, _ in results] == [200] * len(results), output
-    assert all(end > signalled for _, end in results), "a request was not in flight at the signal"
-    assert late != 200, f"a request sent after the signal was served: {late}"
+    print(f"\n[lifecycle] {kind}: exited {took:.1f} s after the signal; search answers "
+          f"{sorted({str(s): sum(1 for x, _ in run.load if x == s) for s, _ in run.load}.items())}; the server said: "
+          f"{[line for line in output.splitlines() if line.startswith('steadyrank: ') and 'received' not in line][-3:]}")
     assert code == 0, output
+    assert took <= GRACE_S, f"the stop took {took:.1f} s, more than the grace of {GRACE_S:g} s:\n{output}"
     assert "Traceback" not in output, output
-    assert f"{sig.name} received" in output
-    deadline = time.monotonic() + 20
-    while (left := alive(tree) + alive(ray_processes(server.ray_tmp))) and time.monotonic() < deadline:
+    assert "steadyrank: stopped" in output, output
+    deadline = time.monotonic() + 5
+    while (left := alive(tree) + alive(ray_processes(server.ray_tmp)) + alive(haproxies(haproxy_files))) \
+            and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not left, "processes of the server's tree outlived it:\n" + "\n".join(left)
     assert not haproxy_files.exists(), f"HAProxy's files outlived the server: {haproxy_files}"
+    assert _port_free(server.port), f"port {server.port} is still held after the server exited"
+    if stop.served:
+        assert [status for status, _ in run.in_flight] == [200] * len(run.in_flight), output
+        assert all(end > run.signalled for _, end in run.in_flight), "a request was not in flight at the signal"
+        assert f"{signal.SIGTERM.name if 'TERM' in kind else signal.SIGINT.name} received" in output
+    assert run.late != 200, f"a request sent after the signal was served: {run.late}"
+    if stop.load:
+        if stop.served:  # the load was served before the signal (a stop 0.5 s later may cut its first answers)
+            assert any(status == 200 for status, _ in run.load), run.load
+        wrong = [(status, retry) for status, retry in run.load
+                 if isinstance(status, int) and not (status == 200 or (status == 503 and retry))]
+        assert not wrong, f"answers other than 200 or 503 with Retry-After during the stop: {wrong}"
 
 
 def _niceness_of_threads(pid: int) -> list[int]:
-    return [psutil.Process(t.id).nice() for t in psutil.Process(pid).threads()]
+    """The nice value of each thread of ``pid`` (a thread that exits meanwhile is left out)."""
+    values = []
+    for thread in psutil.Process(pid).threads():
+        with contextlib.suppress(psutil.Error):
+            values.append(psutil.Process(thread.id).nice())
+    return values
 
 
 def _assert_forward_passes_favoured(srv: Server, deployment: str) -> None:
@@ -220,7 +363,7 @@ def _assert_forward_passes_favoured(srv: Server, deployment: str) -> None:
     (replica,) = _replica_processes(srv, deployment)
     values = _niceness_of_threads(replica.pid)
     assert 1 <= values.count(0) <= 8 and values.count(19) == len(values) - values.count(0), values
-    proxies = [p for p in srv.tree() if " ".join(p.cmdline()).startswith("ray::ProxyActor")]
+    proxies = [p for p in srv.tree() if _cmdline(p).startswith("ray::ProxyActor")]
     assert proxies, "no Serve proxy in the server's tree"
     for proxy in proxies:
         assert set(_niceness_of_threads(proxy.pid)) == {19}
@@ -263,7 +406,7 @@ def _name_or_none(proc: psutil.Process) -> str | None:
 def _replica_processes(srv: Server, deployment: str) -> list[psutil.Process]:
     """The live replica actor processes of ``deployment`` in this server's Ray session."""
     prefix = f"ray::ServeReplica:steadyrank:{deployment}"
-    return [p for p in srv.tree() if " ".join(p.cmdline()).startswith(prefix) and p.status() != psutil.STATUS_ZOMBIE]
+    return [p for p in srv.tree() if _cmdline(p).startswith(prefix) and _live(p)]
 
 
 async def _load_with_replica_kill(srv: Server, clients: int, before_s: float, after_s: float,

