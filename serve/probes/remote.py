@@ -25,8 +25,8 @@ def _check(response) -> dict:
     return response.json()
 
 
-def remote_embeddings(url: str, api_key: str | None = None, *, model: str | None = None, timeout_s: float = 60.0) -> Similarity:
-    """Cosines from the server's ``/v1/embeddings``."""
+def remote_encode(url: str, api_key: str | None = None, *, model: str | None = None, timeout_s: float = 60.0):
+    """An async ``encode(texts) → (n, dim) float32`` over the server's ``/v1/embeddings``."""
 
     async def encode(texts: list[str]) -> np.ndarray:
         body = {"input": texts, **({"model": model} if model else {})}
@@ -34,7 +34,12 @@ def remote_embeddings(url: str, api_key: str | None = None, *, model: str | None
             data = _check(await client.post("/v1/embeddings", json=body))["data"]
         return np.array([d["embedding"] for d in sorted(data, key=lambda d: d["index"])], dtype=np.float32)
 
-    return embedding_similarity(encode)
+    return encode
+
+
+def remote_embeddings(url: str, api_key: str | None = None, *, model: str | None = None, timeout_s: float = 60.0) -> Similarity:
+    """Cosines from the server's ``/v1/embeddings``."""
+    return embedding_similarity(remote_encode(url, api_key, model=model, timeout_s=timeout_s))
 
 
 def remote_rerank(url: str, api_key: str | None = None, *, model: str | None = None, timeout_s: float = 60.0) -> Similarity:
