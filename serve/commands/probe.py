@@ -25,10 +25,11 @@ from steadyrank.retrieval.corpus import read_corpus, read_queries
 from steadyrank.retrieval.denoise import DENOISE_MODES
 from steadyrank.retrieval.fsio import atomic_write_bytes
 from steadyrank.retrieval.pipeline import local_models, search
-from steadyrank.retrieval.rewrite import LlmRewriter, LlmSettings
+from steadyrank.retrieval.rewrite import LlmRewriter
 from steadyrank.retrieval.routing import RoutingSettings
 from steadyrank.serve.commands.evaluate import parse_grade_map
 from steadyrank.serve.commands.index import BUNDLED, load_embedder_arg, load_reranker_arg
+from steadyrank.serve.commands.search import add_denoise_llm_arguments, llm_rewriter_arg
 from steadyrank.serve.output import dumps_json, format_table
 from steadyrank.serve.probes.ablations import ABLATIONS, parse_ablations
 from steadyrank.serve.probes.bundles import LANGUAGES, generate, load_templates, read_bundles, read_topics
@@ -105,8 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="map qrels grades to the 1-5 rubric of RA-nWG, e.g. 3:5,2:4,1:3,0:1")
     noise.add_argument("--denoise", choices=[m for m in DENOISE_MODES if m != "off"], default="rules",
                        help="the denoised arm (default %(default)s)")
-    noise.add_argument("--denoise-llm-url", default=None, help="OpenAI-compatible base URL (…/v1) for --denoise llm")
-    noise.add_argument("--denoise-llm-model", default=None, help="chat model name for --denoise llm")
+    add_denoise_llm_arguments(noise)
     _add_model_arguments(noise, kinds=False)
     noise.set_defaults(func=run_noise)
 
@@ -193,14 +193,6 @@ def _levels(text: str) -> tuple[int, ...]:
     return levels
 
 
-def _rewriter(args: argparse.Namespace) -> LlmRewriter | None:
-    if args.denoise != "llm":
-        return None
-    if not (args.denoise_llm_url and args.denoise_llm_model):
-        raise ValueError("--denoise llm needs --denoise-llm-url and --denoise-llm-model")
-    return LlmRewriter(LlmSettings(base_url=args.denoise_llm_url, model=args.denoise_llm_model))
-
-
 async def _denoised(texts: dict[str, str], mode: str, rewriter: LlmRewriter | None) -> dict[str, str]:
     from steadyrank.retrieval.rewrite import rewrite_query
 
@@ -271,7 +263,7 @@ def _retrieval_effect(args: argparse.Namespace, embedder, arms: dict[str, dict[s
 def run_noise(args: argparse.Namespace) -> int:
     levels = _levels(args.levels)
     clean = read_queries(args.queries)
-    rewriter = _rewriter(args)
+    rewriter = llm_rewriter_arg(args)
     noisy = variants(clean, args.lang, args.seed, levels)
     denoised = {level: asyncio.run(_denoised(noisy[level], args.denoise, rewriter)) for level in levels}
     if args.url:
