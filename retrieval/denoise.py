@@ -44,6 +44,7 @@ _APOLOGIES = [
     r"sorry for (the|my|this) (long|late|naive|basic) (message|post|question)",
     r"désolée?s?", r"navrée?s?", r"pardon", r"excusez-moi", r"excuse-moi", r"je m'excuse",
     r"désolée?s? de (vous|te) déranger", r"pardon (de|pour) (la|cette) question (bête|naïve)",
+    r"(pardon|désolée?s?) si (la|ma|cette) question (est|paraît|semble) (bête|naïve|idiote|basique)",
     r"excusez-moi (pour|de) (le|ce) (long )?message",
 ]
 _SIGNOFFS = [
