@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--rubric-map", default="3:5,2:4,1:3,0:1", help="qrels grades → RA-nWG rubric")
     parser.add_argument("--json", action="store_true", help="table to stderr, JSON only on stdout")
     args = parser.parse_args()
+    facts = provenance()  # the commit the run started on
 
     names = cli("probe", "names", "--queries", str(args.queries), "--runs", str(args.runs), "--seed", str(args.seed))
     noise = cli("probe", "noise", "--queries", args.beir, "--beir", args.beir, "--rubric-map", args.rubric_map,
@@ -87,7 +88,7 @@ def main() -> None:
         "clean_ndcg10_change_under_rules": ret["clean+rules"]["ndcg@10"]["delta_vs_clean"],
         "clean_within_0.002": abs(ret["clean+rules"]["ndcg@10"]["delta_vs_clean"]) <= 0.002,
     }
-    payload = {"benchmark": "probes", **provenance(), "model": "bundled all-MiniLM-L6-v2", "paper": PAPER,
+    payload = {"benchmark": "probes", **facts, "model": "bundled all-MiniLM-L6-v2", "paper": PAPER,
                "names": names, "names_groups": groups, "noise": noise, "targets": targets}
     emit(payload, ["probe", "row", "group / arm", "value", "ΔΔ% / drop % / RA-nWG", "ties"], rows, json_only=args.json)
 
