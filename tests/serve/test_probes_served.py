@@ -35,3 +35,34 @@ def test_probe_noise_over_http_and_a_refused_key(serve_app: ServeApp, tmp_path, 
     assert out["cosine"]["4"]["noisy"]["cosine"]["mean"] < out["cosine"]["0"]["noisy"]["cosine"]["mean"]
     assert main(["probe", "noise", "--queries", str(queries), "--url", serve_app.url, "--api-key", "wrong"]) == 2
     assert "HTTP 401" in capsys.readouterr().err
+
+
+def test_live_probes_through_the_searchers_reranker_handles(handle) -> None:
+    """The shadow evaluator's live probe similarity: ``Searcher.probe_keys`` per variant (shadow work)."""
+    import asyncio
+
+    from steadyrank.serve.quality.probes import LiveProbes
+    from steadyrank.serve.quality.settings import ProbeSettings
+
+    searcher = handle("Searcher")
+
+    def similarity(variant: str):
+        async def keys(items):
+            return await asyncio.to_thread(lambda: searcher.probe_keys.remote(variant, items).result(timeout_s=120))
+        return keys
+
+    class Gauges:
+        def __init__(self) -> None:
+            self.values: dict[tuple, float] = {}
+
+        def set(self, name: str, value: float, **labels: str) -> None:
+            self.values[(name, tuple(sorted(labels.items())))] = value
+
+    gauges = Gauges()
+    probes = LiveProbes(ProbeSettings(enabled=True, queries=2, languages=["en"], ablations=["mask"]), similarity,
+                        gauges, ("primary", "canary"))
+    result = asyncio.run(probes.round())
+    assert result["primary"]["mask"]["name"] == 0.0 and result["canary"]["mask"]["name"] == 0.0
+    assert result["primary"]["base"]["name"] > 0.0  # the bundled MiniLM tells the author from impostors
+    key = ("steadyrank_probe_margin", (("ablation", "base"), ("probe", "topic"), ("variant", "canary")))
+    assert gauges.values[key] == result["canary"]["base"]["topic"]
