@@ -138,3 +138,25 @@ def test_prometheus_scrapes_the_probe_gauges_and_the_alert_expression_selects_th
     finally:
         server.shutdown()
         recorder.close()
+
+
+def test_a_failing_round_is_counted_and_the_loop_goes_on():
+    calls = []
+
+    def similarity(variant: str):
+        async def fail(items):
+            calls.append(variant)
+            raise ConnectionError("reranker down")
+        return fail
+
+    probes = LiveProbes(ProbeSettings(enabled=True, queries=1, languages=["en"], interval_s=0.01), similarity,
+                        Recorder(None), ("primary",))
+
+    async def until_two_failures():
+        task = asyncio.create_task(probes.run_forever())
+        while probes.failures < 2:
+            await asyncio.sleep(0.01)
+        task.cancel()
+
+    asyncio.run(asyncio.wait_for(until_two_failures(), 30))
+    assert probes.failures >= 2 and probes.rounds == 0 and len(calls) >= 2
