@@ -1,18 +1,19 @@
 """The search pipeline — the one place a query becomes a served ranking (docs/ARCHITECTURE.md, "Search pipeline").
 
-query → ``embed`` (dense and hybrid) → ``retrieve`` the top ``k_high`` candidates (dense | bm25 |
-hybrid) → ``rerank`` the first ``k_low`` → ``route`` (dynamic K, :mod:`retrieval.routing`) → rerank
-up to the routed ``k`` → served order (:mod:`retrieval.ranking`: FP32 rank keys descending, equal
-keys in retrieval order, a tie straddling ``top_n`` settled by FP32 re-scoring when the model offers
-it), then the candidates that were not reranked, in retrieval order.
+query → ``denoise`` (``off`` | ``rules`` | ``llm``, :mod:`retrieval.rewrite`) → ``embed`` (dense and
+hybrid) → ``retrieve`` the top ``k_high`` candidates (dense | bm25 | hybrid) → ``rerank`` the first
+``k_low`` → ``route`` (dynamic K, :mod:`retrieval.routing`) → rerank up to the routed ``k`` → served
+order (:mod:`retrieval.ranking`: FP32 rank keys descending, equal keys in retrieval order, a tie
+straddling ``top_n`` settled by FP32 re-scoring when the model offers it), then the candidates that
+were not reranked, in retrieval order.
 
 The reranker runs in two passes (the first ``k_low`` candidates, then the rest up to the routed
 ``k``), so a pointwise reranker's scores are the same whatever the route.
 
 Stage names (seconds in :attr:`Ranked.timings`; the CLI's ``RUN.json`` and the server's
-``meta.stages_ms`` use the same): ``embed``, ``retrieve``, ``rerank`` (both passes and boundary
-re-scoring), ``route``. The retrieval-internal timings (``dense``, ``bm25``, ``fuse``, …) stay in
-``Ranked.candidates.timings``.
+``meta.stages_ms`` use the same): ``denoise`` (when not ``off``), ``embed``, ``retrieve``, ``rerank``
+(both passes and boundary re-scoring), ``route``. Every later stage sees the rewritten query. The
+retrieval-internal timings (``dense``, ``bm25``, ``fuse``, …) stay in ``Ranked.candidates.timings``.
 
 Model calls are async callables (:class:`SearchModels`): the ``Searcher`` deployment passes its
 DeploymentHandle calls, :func:`local_models` wraps in-process models for the CLI (run it with
@@ -40,6 +41,7 @@ from steadyrank.retrieval.fusion import DEFAULT_RRF_K
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.protocols import Embedder, Reranker
 from steadyrank.retrieval.ranking import Ranking, rank_async
+from steadyrank.retrieval.rewrite import DenoiseMode, LlmRewriter, Rewrite, rewrite_query
 from steadyrank.retrieval.routing import (
     Route,
     RoutingDecision,
@@ -102,13 +104,15 @@ class SearchModels:
     """The pipeline's model calls. ``retrieve(query, vector, mode, depth, with_vectors)``.
     ``score`` None: no reranker (retrieval order is served). ``fp32_keys`` None: a tie straddling
     ``top_n`` is reported, not settled. ``stored_vectors``: the reranker is the embedder; score from
-    the stored vectors (module docstring) instead of calling ``score``."""
+    the stored vectors (module docstring) instead of calling ``score``. ``rewriter``: the chat model
+    of ``denoise="llm"`` (None: that mode is refused)."""
 
     retrieve: Retrieve
     embed: EmbedQuery | None = None
     score: ScorePass | None = None
     fp32_keys: Fp32Keys | None = None
     stored_vectors: bool = False
+    rewriter: LlmRewriter | None = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,8 @@ class Ranked:
     sorting by score gives the served order. Without a reranker: the retrieval list and scores.
     ``rerank_scores``/``rerank_keys``: float32 of the first ``k`` candidates, in retrieval order.
     ``ranking``: the order of those ``k`` (input indices) and their tie facts. ``timings``: seconds
-    per stage (module docstring); ``first_pass_s``: the ``k_low`` pass alone.
+    per stage (module docstring); ``first_pass_s``: the ``k_low`` pass alone. ``query``: the original
+    and rewritten query (:class:`~retrieval.rewrite.Rewrite`; None when :func:`rank_pool` ran alone).
     """
 
     doc_ids: list[str]
@@ -133,6 +138,7 @@ class Ranked:
     decision: RoutingDecision | None
     timings: dict[str, float]
     first_pass_s: float = 0.0
+    query: Rewrite | None = None
 
     @property
     def k(self) -> int:
@@ -208,9 +214,14 @@ async def rank_pool(
 
 
 async def search(query: str, mode: Mode, models: SearchModels, settings: RoutingSettings,
-                 route: Route = "dynamic") -> Ranked:
-    """One query end to end (module docstring): embed, retrieve ``settings.k_high``, rerank, route."""
+                 route: Route = "dynamic", denoise: DenoiseMode = "off") -> Ranked:
+    """One query end to end (module docstring): denoise, embed, retrieve ``settings.k_high``, rerank, route."""
     timings: dict[str, float] = {}
+    started = time.perf_counter()
+    rewrite = await rewrite_query(query, denoise, models.rewriter)
+    if denoise != "off":
+        timings["denoise"] = time.perf_counter() - started
+    query = rewrite.rewritten
     vector = None
     stored = models.stored_vectors and models.score is not None
     if mode != "bm25" or stored:
@@ -224,11 +235,11 @@ async def search(query: str, mode: Mode, models: SearchModels, settings: Routing
     timings["retrieve"] = time.perf_counter() - started
     if models.score is None:
         empty = np.zeros(0, dtype=np.float32)
-        return Ranked(pool.doc_ids, pool.scores, pool, empty, empty, None, None, None, timings)
+        return Ranked(pool.doc_ids, pool.scores, pool, empty, empty, None, None, None, timings, query=rewrite)
     score = stored_vector_rows(vector, pool) if stored else model_rows(models.score, query, pool)
     ranked = await rank_pool(query, pool, score, settings, route, models.fp32_keys)
     return Ranked(ranked.doc_ids, ranked.scores, pool, ranked.rerank_scores, ranked.rerank_keys, ranked.ranking,
-                  ranked.signals, ranked.decision, {**timings, **ranked.timings}, ranked.first_pass_s)
+                  ranked.signals, ranked.decision, {**timings, **ranked.timings}, ranked.first_pass_s, rewrite)
 
 
 #: Scores of the candidates ``pool[start:stop]`` (one rerank pass).
@@ -271,10 +282,11 @@ async def _pass(score: ScorePass, query: str, texts: list[str]) -> PassScores:
 
 
 def local_models(store: Index, embedder: Embedder | None, reranker: Reranker | None, *,
-                 rrf_k: float, rrf_weights: tuple[float, float], stored_vectors: bool = False) -> SearchModels:
+                 rrf_k: float, rrf_weights: tuple[float, float], stored_vectors: bool = False,
+                 rewriter: LlmRewriter | None = None) -> SearchModels:
     """:class:`SearchModels` over in-process models (the CLI): the store retrieves, ``embedder``
     embeds the query, ``reranker`` scores pairs (and re-scores a boundary tie in FP32 when its
-    ``rescores_boundary_ties`` says so); ``stored_vectors`` as in :class:`SearchModels`."""
+    ``rescores_boundary_ties`` says so); ``stored_vectors`` and ``rewriter`` as in :class:`SearchModels`."""
 
     async def embed(query: str) -> np.ndarray:
         return embedder.encode([query])[0]
@@ -294,7 +306,7 @@ def local_models(store: Index, embedder: Embedder | None, reranker: Reranker | N
     rescores = reranker is not None and reranker.rescores_boundary_ties
     return SearchModels(retrieve=retrieve, embed=None if embedder is None else embed,
                         score=None if reranker is None else score, fp32_keys=fp32_keys if rescores else None,
-                        stored_vectors=stored_vectors)
+                        stored_vectors=stored_vectors, rewriter=rewriter)
 
 
 def rerank_candidates(

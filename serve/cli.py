@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "canary": ("steadyrank.serve.commands.canary", "canary comparison of a running steadyrank server"),
     "golden": ("steadyrank.serve.commands.golden", "build a golden set (pool, judge, prune, Plackett-Luce refinement); audit it"),
     "clq": ("steadyrank.serve.commands.clq", "cost-latency-quality sweep: Pareto frontier and SLA/budget picks"),
+    "probe": ("steadyrank.serve.commands.probe", "Δ-margin name-identity probes and conversational-noise probes"),
 }
 
 

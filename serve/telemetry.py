@@ -91,7 +91,7 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
                "Latency of user requests per endpoint, from request received to response ready.",
                ("endpoint",), LATENCY_BUCKETS),
     MetricSpec("steadyrank_stage_duration_seconds", "histogram",
-               "Time per pipeline stage (embed, retrieve, rerank, route) of user requests.",
+               "Time per pipeline stage (denoise, embed, retrieve, rerank, route) of user requests.",
                ("stage",), STAGE_BUCKETS),
     MetricSpec("steadyrank_batch_size", "histogram",
                "Requests per dynamic batch (one forward-pass plan) by deployment (embedder, reranker, canary_reranker).",
@@ -154,6 +154,14 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
                "How long a chunk of shadow work (golden replays, canary copies) waited on a reranker replica "
                "for user work to leave room, by deployment (reranker, canary_reranker).",
                ("deployment",), LATENCY_BUCKETS),
+    MetricSpec("steadyrank_probe_margin", "gauge",
+               "Live Δ-margin probes: mean margin of the probe bundle set in rank-key units (probe: name = "
+               "s(C1) − max impostor, topic = s(C1) − s(wrong topic), both = s(C1) − s(both wrong)) per ablation "
+               "(base, mask, near_miss, …) and reranker variant (docs/guides/probes.md).",
+               ("probe", "ablation", "variant")),
+    MetricSpec("steadyrank_probe_margin_floor", "gauge",
+               "The configured alert floor of the base probe margin (quality.probes.floor_name / floor_topic).",
+               ("probe",)),
     MetricSpec("steadyrank_canary_delta", "gauge",
                "Canary minus primary on a golden metric: paired bootstrap 95% CI (bound: low, point, high).",
                ("metric", "k", "bound")),

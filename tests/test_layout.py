@@ -4,7 +4,7 @@ Layers, lowest first: ``metrics`` (numpy only) ← ``retrieval`` ← ``serve``. 
 own layer and the layers below it, never from a layer above (docs/ARCHITECTURE.md, "Layers").
 
 Inside ``serve`` the same rule holds between its parts, lowest first (``SERVE_LAYERS``):
-``output``, ``telemetry``, ``runtime`` ← ``precision``, ``quality`` ← ``app`` ← ``commands`` ← ``cli`` ← ``reference``.
+``output``, ``telemetry``, ``runtime``, ``probes`` ← ``precision``, ``quality`` ← ``app`` ← ``commands`` ← ``cli`` ← ``reference``.
 A part imports itself and parts of lower rank only (parts of equal rank do not import each other).
 """
 
@@ -22,7 +22,7 @@ else:  # Python 3.10, the floor (requires-python): the dev extra installs tomli 
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = ("metrics", "retrieval", "serve")
-SERVE_LAYERS = {"output": 0, "telemetry": 0, "runtime": 0, "precision": 1, "quality": 1,
+SERVE_LAYERS = {"output": 0, "telemetry": 0, "runtime": 0, "probes": 0, "precision": 1, "quality": 1,
                 "app": 2, "golden": 2, "clq": 2, "commands": 3, "cli": 4, "reference": 5}
 
 

@@ -604,7 +604,7 @@ class Ingress:
         self._check_query(body.query)
         if body.top_n is not None and body.top_n > self.limits.max_top_n:
             raise BadRequest(f"top_n: must be ≤ {self.limits.max_top_n}, got {body.top_n}")
-        call = protocol.SearchCall(query=body.query, top_n=body.top_n, mode=body.mode,
+        call = protocol.SearchCall(query=body.query, top_n=body.top_n, mode=body.mode, denoise=body.denoise,
                                    return_documents=body.return_documents, deadline=time.time() + deadline)
         out: protocol.SearchOutcome = await self._call(deadline, lambda: self.searcher.search.remote(call))
         payload = protocol.SearchResponse.build(out, body.return_candidates).model_dump()

@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from steadyrank.retrieval.modes import Mode
+from steadyrank.retrieval.rewrite import DenoiseMode
 from steadyrank.retrieval.routing import Route
 from steadyrank.serve.app.dialects.contract import limited, non_blank
 from steadyrank.serve.app.dialects.ranking import served_order, tie_facts
@@ -165,6 +166,8 @@ class SearchRequest(_Request):
     mode: Mode | None = Field(None, description="dense, bm25 or hybrid (default: search.default_mode)")
     return_documents: Flag = Field(True, description="include each result's text")
     return_candidates: Flag = Field(False, description="also return every reranked candidate (id, score)")
+    denoise: DenoiseMode | None = Field(None, description="query denoising: off, rules or llm (default: search.denoise); "
+                                                          "meta.query shows the original and rewritten query")
 
 
 class SearchResult(_Response):
@@ -186,7 +189,7 @@ class SearchMeta(_Response):
     escalated: bool
     reasons: list[str]
     signals: dict[str, Any] = Field(..., description="the routing signals (retrieval.routing.RoutingSignals)")
-    stages_ms: dict[str, float] = Field(..., description="embed, retrieve, rerank, route, total")
+    stages_ms: dict[str, float] = Field(..., description="denoise (when on), embed, retrieve, rerank, route, total")
     retrieval_ms: dict[str, float] = Field(..., description="the index store's own timings (dense, bm25, fuse, …)")
     mode: Mode
     retrieved: int
@@ -202,6 +205,8 @@ class SearchMeta(_Response):
     partial: bool = Field(False, description="a sharded index answered without every shard "
                                              "(index.partial_results: true); see missing_shards")
     missing_shards: list[int] = Field(default_factory=list, description="shards that did not answer")
+    query: dict[str, str] | None = Field(None, description="original and rewritten query, the denoise mode and its "
+                                                           "source (off, rules, llm, llm-cache, rules-fallback)")
 
 
 class SearchCall(BaseModel):
@@ -216,6 +221,7 @@ class SearchCall(BaseModel):
     variant: Variant = "primary"
     route: Route | None = None
     return_documents: bool = True
+    denoise: DenoiseMode | None = None
     deadline: float | None = Field(None, description="epoch seconds after which model work is dropped")
 
 
@@ -250,6 +256,7 @@ class SearchOutcome(_Response):
             rescored_ties=ranking.rescored, model=facts["model"], precision=facts["precision"],
             scoring=facts["scoring"], variant=call.variant, shadow=call.shadow,
             partial=bool(pool.missing_shards), missing_shards=list(pool.missing_shards),
+            query=None if ranked.query is None else ranked.query.to_json(),
         )
         return cls(results=results, candidates=candidates, meta=meta)
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, Valid
 
 from steadyrank.retrieval.layout import holds_index
 from steadyrank.retrieval.modes import Mode
+from steadyrank.retrieval.rewrite import DEFAULT_DENOISE, DenoiseMode, LlmSettings
 from steadyrank.retrieval.routing import Route, RoutingSettings
 from steadyrank.retrieval.routing import load_settings as load_routing_file
 from steadyrank.serve.quality.settings import QualitySettings
@@ -321,10 +322,37 @@ class RoutingSection(_Section):
         return RoutingSettings(**values)
 
 
+class DenoiseLlmSettings(_Section):
+    """The chat model of ``search.denoise: llm`` (an OpenAI-compatible endpoint)."""
+
+    base_url: str = Field(..., description="OpenAI-compatible base URL, e.g. http://vllm:8000/v1")
+    model: str = Field(..., description="chat model name")
+    api_key: SecretStr | None = Field(None, description="bearer token of the endpoint (or set it through the environment)")
+    timeout_s: float = Field(2.0, gt=0, description="deadline of one rewrite (s); on timeout or error the `rules` "
+                                                    "rewrite is used")
+    cache_size: int = Field(4096, ge=1, description="rewrites kept (LRU) per Searcher replica")
+
+    def rewriter_settings(self) -> LlmSettings:
+        return LlmSettings(base_url=self.base_url, model=self.model, timeout_s=self.timeout_s, cache_size=self.cache_size,
+                           api_key=self.api_key.get_secret_value() if self.api_key else None)
+
+
 class SearchSettings(_Section):
     """Defaults of ``/v1/search``."""
 
+    denoise: DenoiseMode = Field(
+        DEFAULT_DENOISE, description="query denoising before search (a request's `denoise` overrides it): off; rules = Unicode "
+                             "NFC, whitespace, and greetings, fillers, apologies, sign-offs and emoji removed (English, "
+                             "French) without touching names, numbers or quoted text; llm = a chat model restates the "
+                             "information need (search.denoise_llm), falling back to rules")
+    denoise_llm: DenoiseLlmSettings | None = Field(None, description="the chat endpoint of denoise: llm")
     default_mode: Mode = Field("hybrid", description="retrieval mode when a request names none")
+
+    @model_validator(mode="after")
+    def _llm_has_an_endpoint(self) -> SearchSettings:
+        if self.denoise == "llm" and self.denoise_llm is None:
+            raise ValueError("search.denoise: llm needs search.denoise_llm (base_url, model)")
+        return self
     rrf_k: float = Field(60.0, ge=0, description="RRF constant of hybrid fusion")
     rrf_weights: tuple[float, float] = Field((1.0, 1.0), description="RRF weights of (dense, bm25)")
 

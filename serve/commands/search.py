@@ -13,11 +13,13 @@ from tqdm import tqdm
 
 from steadyrank.metrics.io import write_trec_run
 from steadyrank.retrieval.corpus import read_queries
+from steadyrank.retrieval.denoise import DENOISE_MODES
 from steadyrank.retrieval.fsio import atomic_write_bytes
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
 from steadyrank.retrieval.index import open_index
 from steadyrank.retrieval.modes import MODES
 from steadyrank.retrieval.pipeline import Ranked, SearchModels, latency_summary, local_models, search
+from steadyrank.retrieval.rewrite import DEFAULT_DENOISE, LlmRewriter, LlmSettings
 from steadyrank.retrieval.routing import ROUTES, RoutingSettings, load_settings
 from steadyrank.serve.commands.index import BUNDLED, add_embedder_argument, load_embedder_arg, load_reranker_arg
 from steadyrank.serve.commands.options import add_deprecated_alias, require
@@ -49,6 +51,21 @@ def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rrf-weights", type=_weights, default=(1.0, 1.0), metavar="WD,WB",
                         help="RRF weights of the dense and BM25 lists (default 1,1)")
     add_embedder_argument(parser)
+
+
+def add_denoise_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--denoise-llm-url`` / ``--denoise-llm-model`` (shared with ``probe noise``)."""
+    parser.add_argument("--denoise-llm-url", default=None, help="OpenAI-compatible base URL (…/v1) of --denoise llm")
+    parser.add_argument("--denoise-llm-model", default=None, help="chat model name of --denoise llm")
+
+
+def llm_rewriter_arg(args: argparse.Namespace) -> LlmRewriter | None:
+    """The chat rewriter of ``--denoise llm`` (None for the other modes)."""
+    if args.denoise != "llm":
+        return None
+    if not (args.denoise_llm_url and args.denoise_llm_model):
+        raise ValueError("--denoise llm needs --denoise-llm-url and --denoise-llm-model")
+    return LlmRewriter(LlmSettings(base_url=args.denoise_llm_url, model=args.denoise_llm_model))
 
 
 def routing_settings(args: argparse.Namespace) -> RoutingSettings:
@@ -91,6 +108,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_reranker_arguments(parser, default=None)
     parser.add_argument("--route", choices=ROUTES, default=None,
                         help="with --rerank: dynamic (default), fixed50 (k_low) or fixed100 (all DEPTH)")
+    parser.add_argument("--denoise", choices=DENOISE_MODES, default=DEFAULT_DENOISE,
+                        help="query denoising before search: off, rules (greetings, fillers, apologies, sign-offs, "
+                             "emoji out; names, numbers, quotes kept) or llm (a chat model restates the need, falling "
+                             "back to rules) (default %(default)s)")
+    add_denoise_llm_arguments(parser)
     parser.add_argument("--tag", default="steadyrank", help="run tag column (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=run)
@@ -104,11 +126,12 @@ def run(args: argparse.Namespace) -> int:
     queries = read_queries(args.queries)
     embedder = None if args.mode == "bm25" else load_embedder_arg(args.embedder)
     reranker = None if args.rerank is None else load_reranker_arg(args.rerank, args.rerank_precision)
+    rewriter = llm_rewriter_arg(args)
     with open_index(args.index, embedder) as store:
         stored = embedder is not None and reranker is not None and reranker.settings.same_vectors(embedder.settings)
         models = local_models(store, embedder, reranker, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights,
-                              stored_vectors=stored)
-        ranked = asyncio.run(_search_all(queries, args.mode, models, settings, route))
+                              stored_vectors=stored, rewriter=rewriter)
+        ranked = asyncio.run(_search_all(queries, args.mode, models, settings, route, args.denoise))
     trec = {qid: dict(zip(r.doc_ids, map(float, r.scores), strict=True)) for qid, r in ranked.items()}
     per_query = {qid: query_report(r) for qid, r in ranked.items()}
     write_trec_run(args.run_out, trec, tag=args.tag)
@@ -121,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
         "depth": args.depth,
         "reranker": args.rerank,
         "route": route if reranker is not None else None,
+        "denoise": args.denoise,
         "routing": settings.to_json() if reranker is not None else None,
         "queries": len(per_query),
         "mean_k_reranked": sum(k_values) / len(k_values),
@@ -140,10 +164,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _search_all(queries: dict[str, str], mode: str, models: SearchModels, settings: RoutingSettings,
-                      route: str) -> dict[str, Ranked]:
+                      route: str, denoise: str) -> dict[str, Ranked]:
     out = {}
     for qid, text in tqdm(queries.items(), desc="searching", unit="query", file=sys.stderr, dynamic_ncols=True):
-        out[qid] = await search(text, mode, models, settings, route)
+        out[qid] = await search(text, mode, models, settings, route, denoise)
     return out
 
 
@@ -152,6 +176,8 @@ def query_report(ranked: Ranked) -> dict[str, Any]:
     every reranked candidate in served order (``id``, ``relevance_score``, ``rank_key``: the
     ``candidates`` of ``/v1/search``)."""
     report: dict[str, Any] = {"k_reranked": ranked.k, "n_candidates": len(ranked.candidates.doc_ids)}
+    if ranked.query is not None:
+        report["query"] = ranked.query.to_json()
     if ranked.decision is not None:
         report.update({
             "escalated": ranked.decision.escalated,

@@ -4,7 +4,8 @@ Bound by the application builder as
 ``ShadowEvaluator.bind(quality_settings, searcher_handle, metrics_hub_handle, variants)``.
 It replays golden queries through the Searcher (the same handles and routing users get) every
 ``interval_s``, evaluates mirrored responses the ingress hands it after replying, and exports the
-golden and canary gauges through the metrics hub.
+golden and canary gauges through the metrics hub. With ``quality.probes.enabled`` it also replays the
+live Δ-margin probes (:mod:`serve.quality.probes`) through the Searcher's ``probe_keys``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ray import serve
 from ray.serve.handle import DeploymentHandle
 
 from steadyrank.serve.quality.golden import load_golden
+from steadyrank.serve.quality.probes import LiveProbes
 from steadyrank.serve.quality.service import QualityService
 from steadyrank.serve.quality.settings import QualitySettings
 from steadyrank.serve.telemetry import MetricsStore, Recorder
@@ -43,6 +45,15 @@ class ShadowEvaluator:
 
         self.service = QualityService(settings, golden, search, Recorder(hub), variants)
         self._replays = asyncio.get_running_loop().create_task(self.service.run_forever())
+        self.probes: LiveProbes | None = None
+        if settings.probes.enabled:
+            def similarity(variant: str):
+                async def keys(items: list[tuple[str, list[str]]]) -> list:
+                    return await searcher.probe_keys.remote(variant, items)
+                return keys
+
+            self.probes = LiveProbes(settings.probes, similarity, Recorder(hub), variants)
+            self._probe_rounds = asyncio.get_running_loop().create_task(self.probes.run_forever())
 
     async def mirror(self, event: dict[str, Any]) -> None:
         await self.service.mirror(event)
@@ -50,6 +61,12 @@ class ShadowEvaluator:
     async def replay_now(self) -> int:
         """Run one replay round at once (used by tests and operators); returns evaluations made."""
         return await self.service.replay_round()
+
+    async def probe_now(self) -> dict:
+        """Run one live probe round at once (tests, operators): ``{variant: {ablation: {probe: margin}}}``."""
+        if self.probes is None:
+            raise ValueError("live probes are off (quality.probes.enabled)")
+        return await self.probes.round()
 
     async def canary_report(self) -> dict:
         return self.service.canary_report()

@@ -23,6 +23,24 @@ class CanaryRules(BaseModel):
     resamples: int = Field(2000, ge=100, description="bootstrap resamples")
 
 
+class ProbeSettings(BaseModel):
+    """Live Δ-margin probes (docs/guides/probes.md): the shadow evaluator replays a small probe bundle
+    set through each reranker variant and exports ``steadyrank_probe_margin``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(False, description="replay probe bundles on a schedule (shadow traffic on the rerankers)")
+    interval_s: float = Field(300.0, gt=0, description="seconds between probe rounds")
+    queries: int = Field(8, ge=1, description="probe bundles per language (each costs 5 reranked pairs per ablation)")
+    languages: list[str] = Field(default_factory=lambda: ["en", "fr"], description="bundle languages (en, fr)")
+    ablations: list[str] = Field(default_factory=lambda: ["mask", "near_miss", "initials"],
+                                 description="ablations replayed besides base (see `steadyrank probe names --help`)")
+    seed: int = Field(0, description="seed of the bundles (the same set every round)")
+    floor_name: float = Field(0.0, description="alert floor of the base Δname (rank-key units; exported as "
+                                               "steadyrank_probe_margin_floor{probe=\"name\"})")
+    floor_topic: float = Field(0.0, description="alert floor of the base Δtopic (steadyrank_probe_margin_floor{probe=\"topic\"})")
+
+
 class QualitySettings(BaseModel):
     """The shadow evaluator: golden replays, live mirroring, canary comparison."""
 
@@ -62,6 +80,7 @@ class QualitySettings(BaseModel):
                                 "the evaluator (s)"
     )
     canary: CanaryRules = Field(default_factory=CanaryRules)
+    probes: ProbeSettings = Field(default_factory=ProbeSettings)
 
     @field_validator("grade_map")
     @classmethod

@@ -49,6 +49,8 @@ CONTRACT = {
     "steadyrank_shadow_wait_seconds": "histogram",
     "steadyrank_canary_delta": "gauge",
     "steadyrank_canary_verdict": "gauge",
+    "steadyrank_probe_margin": "gauge",
+    "steadyrank_probe_margin_floor": "gauge",
     "steadyrank_partial_searches_total": "counter",
     "steadyrank_deployment_replicas": "gauge",
 }

@@ -3,10 +3,10 @@
 No LLM can run on the test machines, so this stands in for vLLM or a hosted endpoint: it speaks the
 real wire protocol (``GET /v1/models``, ``POST /v1/chat/completions``) that the real ``openai``
 client talks to. Its answers are deterministic functions of the prompt (word overlap between query
-and passage), so builds against it are reproducible. It can fail (HTTP 500), rate-limit (HTTP 429
-with a ``Retry-After`` header), answer invalid JSON, answer with ``usage.prompt_tokens: null`` or
-with a malformed body (a choice without its message), or delay answers, and records requests and the peak
-number in flight.
+and passage; a query rewrite is the query's first question), so builds against it are reproducible.
+It can fail (HTTP 500), rate-limit (HTTP 429 with a ``Retry-After`` header), answer invalid JSON,
+answer with ``usage.prompt_tokens: null`` or with a malformed body (a choice without its message),
+or delay answers, and records requests and the peak number in flight.
 """
 
 from __future__ import annotations
@@ -32,6 +32,13 @@ def _grade_answer(prompt: str) -> dict[str, Any]:
     passage = prompt.split("Passage:\n", 1)[1].split("\n\nAnswer with", 1)[0]
     score = overlap(query, passage)
     return {"grade": 1 + sum(score >= t for t in (0.15, 0.3, 0.45, 0.6)), "reason": f"overlap {score:.2f}"}
+
+
+def _rewrite_answer(prompt: str) -> str:
+    """A query rewrite (``retrieval.rewrite``): the first question of the query, else the query."""
+    query = prompt.split("Query: ", 1)[1].strip()
+    question = re.search(r"[^!?.]*\?", query)
+    return (question.group(0) if question else query).strip()
 
 
 def _rank_answer(prompt: str) -> dict[str, Any]:
@@ -107,8 +114,13 @@ class StandinLLM:
                 handler._send(500, {"error": {"message": "overloaded", "type": "server_error"}})
                 return
             prompt = body["messages"][-1]["content"]
-            answer = _rank_answer(prompt) if "[A]" in prompt else _grade_answer(prompt)
-            content = "sorry, I cannot help" if number <= self.fail_first + self.invalid_first else json.dumps(answer)
+            if "Restate the core information need" in prompt:
+                content = _rewrite_answer(prompt)
+            else:
+                answer = _rank_answer(prompt) if "[A]" in prompt else _grade_answer(prompt)
+                content = json.dumps(answer)
+            if number <= self.fail_first + self.invalid_first:
+                content = "sorry, I cannot help"
             malformed = number <= self.fail_first + self.invalid_first + self.malformed_first
             choices = [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}]
             handler._send(200, {

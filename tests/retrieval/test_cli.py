@@ -56,12 +56,13 @@ def test_build_search_rerank_dynamic(index, beir, tmp_path, capsys):
     for qid, q in report["per_query"].items():
         assert q["k_reranked"] in (5, 20) and q["escalated"] == (q["k_reranked"] == 20)
         assert bool(q["reasons"]) == q["escalated"] and set(q["signals"]) >= {"dense_margin", "overlap"}
-        assert set(q["stages_ms"]) == {"embed", "retrieve", "rerank", "route"} and "fuse" in q["retrieval_ms"]
+        assert set(q["stages_ms"]) == {"denoise", "embed", "retrieve", "rerank", "route"} and "fuse" in q["retrieval_ms"]
+        assert q["query"]["denoise"] == "rules" and q["query"]["rewritten"] == q["query"]["original"]
         assert len(q["candidates"]) == q["k_reranked"]
         keys = [c["rank_key"] for c in q["candidates"]]
         assert keys == sorted(keys, reverse=True)
         assert all(trec[qid][c["id"]] == pytest.approx(c["rank_key"]) for c in q["candidates"])
-    assert set(report["latency"]) == {"embed", "retrieve", "rerank", "route"}
+    assert set(report["latency"]) == {"denoise", "embed", "retrieve", "rerank", "route"}
 
 
 def test_bm25_search_without_reranker(index, beir, tmp_path, capsys):

@@ -167,6 +167,22 @@ def test_search_returns_results_and_routing_facts(client: httpx.Client) -> None:
     assert all(isinstance(group, list) and len(group) >= 2 for group in meta["tie_groups"])
 
 
+def test_search_denoises_the_query_by_default_and_per_request(client: httpx.Client, metrics_text) -> None:
+    noisy = "Hi there! Sorry to bother you, how do I make a systemd service restart automatically? Thanks 🙏"
+    clean = "how do I make a systemd service restart automatically?"
+    body = client.post("/v1/search", json={"query": noisy, "top_n": 3}).json()
+    assert body["meta"]["query"] == {"original": noisy, "rewritten": clean, "denoise": "rules", "source": "rules"}
+    assert "denoise" in body["meta"]["stages_ms"]
+    assert [r["id"] for r in body["results"]] == \
+        [r["id"] for r in client.post("/v1/search", json={"query": clean, "top_n": 3, "denoise": "off"}).json()["results"]]
+    off = client.post("/v1/search", json={"query": noisy, "top_n": 3, "denoise": "off"}).json()["meta"]
+    assert off["query"]["rewritten"] == noisy and "denoise" not in off["stages_ms"]
+    refused = client.post("/v1/search", json={"query": noisy, "denoise": "llm"})
+    assert refused.status_code == 400 and "search.denoise_llm" in refused.text
+    wait_until(lambda: any(name == "steadyrank_stage_duration_seconds_count" and ("stage", "denoise") in labels
+                           for name, labels in metrics_text()), timeout_s=20)
+
+
 @pytest.mark.parametrize("mode", ["dense", "bm25", "hybrid"])
 def test_search_modes(client: httpx.Client, mode: str) -> None:
     body = client.post("/v1/search", json={"query": "journalctl logs of a unit", "mode": mode, "top_n": 3,

@@ -12,6 +12,7 @@ from ray import serve
 
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool, PassScores, Ranked, SearchModels, search
+from steadyrank.retrieval.rewrite import LlmRewriter
 from steadyrank.serve.app.deployments.common import InvalidRequest
 from steadyrank.serve.app.deployments.reranker import record_ties
 from steadyrank.serve.app.protocol import SearchCall, SearchOutcome
@@ -37,6 +38,8 @@ class Searcher:
         # the primary reranker is the embedder: rerank from the index's stored vectors
         self.stored_vectors = {"primary": settings.reranker_model.same_vectors(settings.embedder), "canary": False}
         self.facts: dict[str, dict[str, Any]] = {}
+        llm = settings.search.denoise_llm
+        self.rewriter = None if llm is None else LlmRewriter(llm.rewriter_settings())
         self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
 
     async def _facts(self, variant: str) -> dict[str, Any]:
@@ -74,13 +77,14 @@ class Searcher:
 
         return SearchModels(retrieve=retrieve, embed=embed, score=score,
                             fp32_keys=fp32_keys if self.rescore_on[call.variant] else None,
-                            stored_vectors=self.stored_vectors[call.variant])
+                            stored_vectors=self.stored_vectors[call.variant], rewriter=self.rewriter)
 
     async def search(self, request: SearchCall | dict[str, Any]) -> SearchOutcome:
         """Search one query (:class:`~serve.app.protocol.SearchCall`: ``query``, ``top_n`` (default
         ``routing.top_n``), ``mode`` (default ``search.default_mode``), ``shadow`` (evaluator
         traffic: not counted in the user metrics), ``variant``, ``route`` (override),
-        ``return_documents``). Raises :class:`InvalidRequest` for a bad request."""
+        ``return_documents``, ``denoise`` (default ``search.denoise``)). Raises :class:`InvalidRequest` for a
+        bad request."""
         started = time.perf_counter()
         try:
             call = SearchCall.model_validate(request)
@@ -95,13 +99,25 @@ class Searcher:
             raise InvalidRequest(f"top_n must be ≤ {self.settings.limits.max_top_n}, got {top_n}")
         mode = call.mode or self.settings.search.default_mode
         policy = replace(self.policy, top_n=top_n, k_low=min(max(self.policy.k_low, top_n), self.policy.k_high))
-        ranked = await search(call.query, mode, self._models(call), policy, call.route or self.route)
+        denoise = call.denoise or self.settings.search.denoise
+        if denoise == "llm" and self.rewriter is None:
+            raise InvalidRequest("denoise 'llm' is not configured on this server (search.denoise_llm)")
+        ranked = await search(call.query, mode, self._models(call), policy, call.route or self.route, denoise)
         facts = await self._facts(call.variant)
         outcome = SearchOutcome.build(ranked, call, top_n=top_n, mode=mode, facts=facts,
                                       total_s=time.perf_counter() - started)
         if not call.shadow:
             self._record(ranked)
         return outcome
+
+    async def probe_keys(self, variant: str, items: list[tuple[str, list[str]]]) -> list[np.ndarray]:
+        """FP32 rank keys of each (query, candidate texts) through ``variant``'s reranker, as shadow
+        work: the live Δ-margin probes' similarity (:mod:`serve.quality.probes`)."""
+        reranker = self.rerankers[variant]
+        if reranker is None:
+            raise InvalidRequest(f"variant {variant!r} is not configured (no canary reranker)")
+        return [np.asarray((await reranker.score.remote(query, texts, shadow=True))["keys"], dtype=np.float32)
+                for query, texts in items]
 
     def _record(self, ranked: Ranked) -> None:
         rec = self.recorder

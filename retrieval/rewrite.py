@@ -1,0 +1,112 @@
+"""Query rewriting before search: ``off``, ``rules`` (:mod:`retrieval.denoise`) or ``llm``.
+
+``llm``: an OpenAI-compatible chat endpoint (``POST {base_url}/chat/completions``) is asked to
+restate the core information need (:data:`PROMPT`). Answers are cached (LRU, ``cache_size``
+queries). The call has a deadline (``timeout_s``); a timeout, an HTTP or network error, or an empty
+answer falls back to ``rules`` (``Rewrite.source`` says which happened). The client is the standard
+library's (run in a worker thread), so `retrieval` gains no HTTP dependency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import urllib.request
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from steadyrank.retrieval.denoise import DENOISE_MODES, DenoiseMode, denoise_rules
+
+logger = logging.getLogger("steadyrank.rewrite")
+
+#: The default of ``search.denoise`` and of ``steadyrank search --denoise`` (benchmarks/bench_probes.py:
+#: ``rules`` leaves clean-query quality unchanged).
+DEFAULT_DENOISE: DenoiseMode = "rules"
+
+PROMPT = (
+    "Restate the core information need of the user's search query below as a short, self-contained "
+    "search query. Drop greetings, apologies, fillers, digressions, sign-offs and emoji. Keep every "
+    "name, number and quoted text exactly as written. Answer with the rewritten query only.\n\n"
+    "Query: {query}"
+)
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """``original`` → ``rewritten`` under ``mode``; ``source``: ``off``, ``rules``, ``llm``, ``llm-cache``
+    or ``rules-fallback`` (the LLM failed or missed its deadline)."""
+
+    original: str
+    rewritten: str
+    mode: str
+    source: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"original": self.original, "rewritten": self.rewritten, "denoise": self.mode, "source": self.source}
+
+
+@dataclass(frozen=True)
+class LlmSettings:
+    """The chat endpoint: ``base_url`` (…/v1), ``model``, ``api_key``, ``timeout_s`` (the deadline),
+    ``cache_size`` (queries), ``max_tokens`` of the answer."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    timeout_s: float = 2.0
+    cache_size: int = 4096
+    max_tokens: int = 96
+
+
+class LlmRewriter:
+    """Chat-model rewriting with a cache, a deadline and the ``rules`` fallback (module docstring)."""
+
+    def __init__(self, settings: LlmSettings) -> None:
+        self.settings = settings
+        self.cache: OrderedDict[str, str] = OrderedDict()
+        self.fallbacks = 0
+
+    def _call(self, query: str) -> str:
+        s = self.settings
+        body = json.dumps({"model": s.model, "temperature": 0, "max_tokens": s.max_tokens,
+                           "messages": [{"role": "user", "content": PROMPT.format(query=query)}]}).encode()
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {s.api_key}"} if s.api_key else {})}
+        request = urllib.request.Request(s.base_url.rstrip("/") + "/chat/completions", data=body, headers=headers)
+        with urllib.request.urlopen(request, timeout=s.timeout_s) as response:  # noqa: S310 - configured endpoint
+            answer = json.loads(response.read())
+        text = str(answer["choices"][0]["message"]["content"]).strip().strip('"').strip()
+        if not text:
+            raise ValueError("empty rewrite")
+        return text
+
+    async def rewrite(self, query: str) -> Rewrite:
+        if query in self.cache:
+            self.cache.move_to_end(query)
+            return Rewrite(query, self.cache[query], "llm", "llm-cache")
+        started = time.monotonic()
+        try:
+            text = await asyncio.wait_for(asyncio.to_thread(self._call, query), self.settings.timeout_s)
+        except Exception as exc:  # noqa: BLE001 - any failure falls back to the rules
+            self.fallbacks += 1
+            logger.warning("llm rewrite failed after %.2f s (%s: %s); using rules", time.monotonic() - started,
+                           type(exc).__name__, exc)
+            return Rewrite(query, denoise_rules(query), "llm", "rules-fallback")
+        self.cache[query] = text
+        if len(self.cache) > self.settings.cache_size:
+            self.cache.popitem(last=False)
+        return Rewrite(query, text, "llm", "llm")
+
+
+async def rewrite_query(query: str, mode: DenoiseMode, llm: LlmRewriter | None = None) -> Rewrite:
+    """``query`` rewritten under ``mode``; ``llm`` mode needs ``llm``."""
+    if mode == "off":
+        return Rewrite(query, query, "off", "off")
+    if mode == "rules":
+        return Rewrite(query, denoise_rules(query), "rules", "rules")
+    if mode == "llm":
+        if llm is None:
+            raise ValueError("denoise 'llm' needs an LLM endpoint (search.denoise_llm / --denoise-llm-url)")
+        return await llm.rewrite(query)
+    raise ValueError(f"unknown denoise mode {mode!r}; known: {', '.join(DENOISE_MODES)}")
