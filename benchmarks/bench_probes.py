@@ -47,12 +47,12 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100, help="probe bundles per language and run")
     parser.add_argument("--runs", type=int, default=3, help="probe generations pooled")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rubric-map", default="3:5,2:4,1:3,0:1", help="qrels grades → RA-nWG rubric")
+    parser.add_argument("--grade-map", default="3:5,2:4,1:3,0:1", help="qrels grades → RA-nWG rubric")
     parser.add_argument("--json", action="store_true", help="table to stderr, JSON only on stdout")
     args = parser.parse_args()
 
     names = cli("probe", "names", "--queries", str(args.queries), "--runs", str(args.runs), "--seed", str(args.seed))
-    noise = cli("probe", "noise", "--queries", args.beir, "--beir", args.beir, "--rubric-map", args.rubric_map,
+    noise = cli("probe", "noise", "--queries", args.beir, "--beir", args.beir, "--grade-map", args.grade_map,
                 "--seed", str(args.seed))
 
     rows = []

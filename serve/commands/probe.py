@@ -27,8 +27,8 @@ from steadyrank.retrieval.fsio import atomic_write_bytes
 from steadyrank.retrieval.pipeline import local_models, search
 from steadyrank.retrieval.rewrite import LlmRewriter
 from steadyrank.retrieval.routing import RoutingSettings
-from steadyrank.serve.commands.evaluate import parse_grade_map
 from steadyrank.serve.commands.index import BUNDLED, load_embedder_arg, load_reranker_arg
+from steadyrank.serve.commands.options import add_grade_map_argument
 from steadyrank.serve.commands.search import add_denoise_llm_arguments, llm_rewriter_arg
 from steadyrank.serve.output import dumps_json, format_table
 from steadyrank.serve.probes.ablations import ABLATIONS, parse_ablations
@@ -102,8 +102,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="an index of --beir's corpus built with the same model (default: build one in a temporary folder)")
     noise.add_argument("--mode", choices=["dense", "bm25", "hybrid"], default="dense", help="retrieval mode (default %(default)s)")
     noise.add_argument("--depth", type=int, default=100, help="documents retrieved per query (default %(default)s)")
-    noise.add_argument("--rubric-map", type=parse_grade_map, default=None, metavar="G:R,...",
-                       help="map qrels grades to the 1-5 rubric of RA-nWG, e.g. 3:5,2:4,1:3,0:1")
+    add_grade_map_argument(noise, default=None, help="map qrels grades to the 1-5 rubric of RA-nWG, e.g. 3:5,2:4,1:3,0:1")
     noise.add_argument("--denoise", choices=[m for m in DENOISE_MODES if m != "off"], default="rules",
                        help="the denoised arm (default %(default)s)")
     add_denoise_llm_arguments(noise)
@@ -247,7 +246,7 @@ def _retrieval_effect(args: argparse.Namespace, embedder, arms: dict[str, dict[s
             runs = {}
             for name, (queries, denoise) in tqdm(arms.items(), desc="searching arms", unit="arm", file=sys.stderr, disable=None):
                 runs[name] = asyncio.run(run_arm(queries, denoise))
-    evaluations = {name: evaluate(run, qrels, NOISE_MEASURES, rubric_map=args.rubric_map) for name, run in runs.items()}
+    evaluations = {name: evaluate(run, qrels, NOISE_MEASURES, rubric_map=args.grade_map) for name, run in runs.items()}
     clean = evaluations["clean"]
     result: dict[str, Any] = {}
     for name, ev in evaluations.items():

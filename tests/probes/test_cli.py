@@ -45,7 +45,7 @@ def test_probe_noise_cosines_and_retrieval_effect_on_a_tiny_beir_folder(tmp_path
     (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items()))
     (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t3\nq2\td2\t3\nq3\td3\t2\n")
     assert main(["probe", "noise", "--queries", str(beir), "--beir", str(beir), "--depth", "4",
-                 "--rubric-map", "3:5,2:4,1:3,0:1", "--json"]) == 0
+                 "--grade-map", "3:5,2:4,1:3,0:1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["cosine"]["0"]["noisy"]["cosine"]["mean"] == pytest.approx(1.0, abs=1e-6)
     assert out["cosine"]["4"]["noisy"]["cosine"]["mean"] < out["cosine"]["2"]["noisy"]["cosine"]["mean"] < 1.0
