@@ -383,6 +383,7 @@ class ReadyResponse(BaseModel):
 class ErrorDetail(_Response):
     type: str
     message: str
+    request_id: str | None = Field(None, description="the request's id (its X-Request-Id): quote it when reporting")
 
 
 class ErrorResponse(_Response):

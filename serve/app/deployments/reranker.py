@@ -19,7 +19,6 @@ from ray import serve
 from steadyrank.retrieval.ranking import rank_async
 from steadyrank.serve.app.deployments.batcher import RequestBatcher
 from steadyrank.serve.app.deployments.common import (
-    InvalidRequest,
     Ticket,
     admitted,
     apply_batch_config,
@@ -32,7 +31,7 @@ from steadyrank.serve.app.deployments.common import (
 from steadyrank.serve.app.priority import ShadowGate, chunks
 from steadyrank.serve.app.protocol import Variant
 from steadyrank.serve.app.settings import Settings, load_settings
-from steadyrank.serve.runtime.errors import check_rerank_args
+from steadyrank.serve.runtime.errors import InvalidInputError, check_rerank_args
 from steadyrank.serve.telemetry import Recorder
 
 
@@ -86,7 +85,7 @@ class Reranker:
         document's logit may differ in its last bits, as it does between user batches.
         """
         if not isinstance(query, str):
-            raise InvalidRequest("query must be a string")
+            raise InvalidInputError("query must be a string")
         documents = check_text_list(documents, "documents")
         if not documents:
             return {"scores": np.zeros(0, np.float32), "keys": np.zeros(0, np.float32), "truncated": np.zeros(0, bool)}
