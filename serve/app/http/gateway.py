@@ -55,11 +55,11 @@ def root_cause(exc: BaseException) -> BaseException:
 def replica_lost(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or what it wraps) says the replica serving the call died or became
     unreachable (``RayActorError``: ``ActorDiedError``, ``ActorUnavailableError``)."""
-    from ray.exceptions import ActorUnavailableError, RayActorError
+    from ray.exceptions import RayActorError
 
     seen = 0
     while exc is not None and seen < 6:
-        if isinstance(exc, (RayActorError, ActorUnavailableError)):
+        if isinstance(exc, RayActorError):
             return True
         exc = getattr(exc, "cause", None) or exc.__cause__
         seen += 1
