@@ -52,7 +52,7 @@ class Ingress:
             settings=settings, names=ServedNames.from_settings(settings),
             recorder=Recorder(sink, flush_interval_s=settings.telemetry.flush_interval_s),
             searcher=searcher, embedder=embedder, reranker=reranker, hub=hub, evaluator=evaluator,
-            health=health, replica_id=context.replica_id.unique_id)
+            health=health, replica_id=context.replica_id.unique_id, echoes_request_id=True)
         self.http_app = create_app(self.services)
 
     def __serve_build_asgi_app__(self) -> FastAPI:

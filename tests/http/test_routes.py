@@ -174,3 +174,13 @@ async def test_openapi_carries_the_running_limits(served) -> None:
         schema = (await c.get("/openapi.json")).json()
     assert "/v1/rerank" in schema["paths"] and "/embed" in schema["paths"]
     assert '"maxItems": 50' in __import__("json").dumps(schema)
+
+
+async def test_behind_a_server_that_echoes_the_id_the_app_adds_no_second_header() -> None:
+    """Ray Serve's HTTP servers put an id in the request's headers and echo it; the app then uses
+    that id and leaves the response header to them (a second header would make it a list)."""
+    served = build()
+    served.services.echoes_request_id = True
+    async with served.client() as c:
+        r = await c.post("/v1/rerank", json={"query": "q", "documents": DOCS}, headers={"X-Request-Id": "ray-made-id"})
+    assert "x-request-id" not in r.headers and r.json()["id"] == "ray-made-id"

@@ -2,7 +2,9 @@
 untyped exception, and the request metrics.
 
 - ``X-Request-Id``: the client's (when safe, :func:`~.context.request_id_of`) or a new one; held in
-  ``request.state.request_id`` and the log context for the request, sent back as a header;
+  ``request.state.request_id`` and the log context for the request, sent back as a header (by Ray
+  Serve's own HTTP server when it fronts the app: it puts the client's id, or one it made, in the
+  request's headers and echoes it; ``Services.echoes_request_id``);
 - ``request.state.arrived``: ``time.monotonic()`` at arrival (the body's read deadline counts from it);
 - an exception no handler mapped (a bug): its traceback is logged once under the request id and the
   client gets a JSON 500 naming only the request id;
@@ -45,9 +47,12 @@ class RequestContext:
         token = current_request_id.set(request_id)
         status: list[int] = []
 
+        echoed = scope["app"].state.services.echoes_request_id
+
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status.append(message["status"])
+            if message["type"] == "http.response.start" and not echoed:
                 headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-request-id"]
                 message = {**message, "headers": [*headers, (b"x-request-id", request_id.encode())]}
             await send(message)

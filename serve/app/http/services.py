@@ -28,7 +28,9 @@ class Services:
 
     ``health``: an awaitable returning the application's replica health
     (:class:`~serve.app.health.ReplicaHealth`), or None outside Ray Serve. ``replica_id``: this
-    ingress replica's id (reported by ``drain``)."""
+    ingress replica's id (reported by ``drain``). ``echoes_request_id``: the server in front already
+    sends the request's ``X-Request-Id`` back (Ray Serve's HTTP servers do, for the id they put in
+    the request's headers), so the app does not add a second one."""
 
     settings: Settings
     names: ServedNames
@@ -40,6 +42,7 @@ class Services:
     evaluator: Any = None
     health: Callable[[], Awaitable[Any]] | None = None
     replica_id: str = "local"
+    echoes_request_id: bool = False
     reranker_tokens: TokenCutter | None = None
     embedder_tokens: TokenCutter | None = None
 
