@@ -19,7 +19,7 @@ import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = ("metrics", "retrieval", "serve")
-SERVE_LAYERS = {"output": 0, "telemetry": 0, "runtime": 0, "precision": 1, "quality": 1,
+SERVE_LAYERS = {"output": 0, "telemetry": 0, "runtime": 0, "contracts": 0, "precision": 1, "quality": 1,
                 "app": 2, "golden": 2, "clq": 2, "commands": 3, "cli": 4}
 
 

@@ -23,13 +23,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from steadyrank.metrics import parse_measure
+from steadyrank.serve.contracts import SearchCall
 from steadyrank.serve.quality.canary import VERDICTS, Agreement, agreement, compare
 from steadyrank.serve.quality.golden import GoldenQuery, GoldenSet
 from steadyrank.serve.quality.monitor import QUALITY_STATS, QualityWindow, evaluate_ranking
 from steadyrank.serve.quality.settings import QualitySettings
 
 logger = logging.getLogger("steadyrank.quality")
-SearchFn = Callable[[dict], Awaitable[dict]]
+SearchFn = Callable[[SearchCall], Awaitable[dict]]  # the Searcher's call → its outcome as a mapping
 
 
 class Recorder(Protocol):
@@ -66,7 +67,7 @@ class QualityService:
 
     async def _evaluate(self, query: GoldenQuery, variant: str, source: str) -> list[tuple[str, float]] | None:
         """Run ``query`` through ``variant`` and record its evaluation; None (and counted) on failure."""
-        request = {"query": query.query, "top_n": self.settings.top_n, "shadow": True, "variant": variant}
+        request = SearchCall(query=query.query, top_n=self.settings.top_n, shadow=True, variant=variant)
         started = time.perf_counter()
         try:
             response = await self.search(request)
@@ -153,8 +154,8 @@ class QualityService:
 
     async def _canary_ranking(self, query: str) -> list[tuple[str, float]] | None:
         try:
-            return served_candidates(await self.search({"query": query, "top_n": self.settings.top_n,
-                                                        "shadow": True, "variant": "canary"}))
+            return served_candidates(await self.search(SearchCall(query=query, top_n=self.settings.top_n,
+                                                                  shadow=True, variant="canary")))
         except Exception as exc:  # noqa: BLE001
             self.recorder.inc("steadyrank_golden_failures_total", variant="canary")
             logger.warning("canary copy failed: %s: %s", type(exc).__name__, exc)

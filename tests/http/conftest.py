@@ -24,6 +24,7 @@ from steadyrank.serve.app.deployments.metrics_hub import MetricsHub
 from steadyrank.serve.app.dialects.names import ServedNames
 from steadyrank.serve.app.http import Services, create_app
 from steadyrank.serve.app.settings import load_settings
+from steadyrank.serve.contracts import RerankOutcome
 from steadyrank.serve.telemetry import Recorder
 
 KEY = "user-key-0123"
@@ -57,13 +58,13 @@ class FakeReranker:
         return {"model": RERANKER_ID, "max_length": 8, "precision": "fp32", "scoring": "hps", "kind": "cross_encoder"}
 
     async def rerank(self, query: str, documents: list[str], top_n: int | None = None,
-                     deadline: float | None = None) -> dict[str, Any]:
+                     deadline: float | None = None) -> RerankOutcome:
         await self.behaviour.act(query, documents, top_n)
         n = len(documents)
-        return {"scores": np.array([1 - i / n for i in range(n)], np.float32), "order": list(range(n)),
-                "tie_groups": [], "tie_at_cutoff": False, "tie_group_size_at_cutoff": 0, "rescored": 0,
-                "truncated": [i for i, d in enumerate(documents) if len(d.split()) > 8],
-                "model": RERANKER_ID, "precision": "fp32", "scoring": "hps"}
+        return RerankOutcome(scores=np.array([1 - i / n for i in range(n)], np.float32), order=list(range(n)),
+                             tie_groups=[], tie_at_cutoff=False, tie_group_size_at_cutoff=0, rescored=0,
+                             truncated=[i for i, d in enumerate(documents) if len(d.split()) > 8],
+                             model=RERANKER_ID, precision="fp32", scoring="hps")
 
 
 class FakeEmbedder:
@@ -88,7 +89,7 @@ class FakeSearcher:
         return {"retriever": {"path": "/secret/index/path", "documents": 3}}
 
     async def search(self, call: Any) -> Any:
-        from steadyrank.serve.app.protocol import SearchOutcome
+        from steadyrank.serve.contracts import SearchOutcome
 
         await self.behaviour.act(call)
         meta = {"k": 2, "escalated": False, "reasons": [], "signals": {}, "stages_ms": {}, "retrieval_ms": {},

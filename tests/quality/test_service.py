@@ -35,12 +35,12 @@ class MemoryRecorder:
 
 
 async def search(request):
-    if request["query"] == "broken query":
+    if request.query == "broken query":
         raise RuntimeError("searcher unavailable")
-    assert request["shadow"] is True
-    bonus = 0.0 if request["variant"] == "primary" else 0.001
+    assert request.shadow is True
+    bonus = 0.0 if request.variant == "primary" else 0.001
     scored = [{"id": d, "relevance_score": round(1 - i / 20 + bonus, 2)} for i, d in enumerate(POOL)]
-    return {"candidates": scored, "meta": {"escalated": request["variant"] == "canary"}}
+    return {"candidates": scored, "meta": {"escalated": request.variant == "canary"}}
 
 
 def service(**overrides):

@@ -13,15 +13,15 @@ from ray import serve
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool, PassScores, Ranked, SearchModels, search
 from steadyrank.serve.app.deployments.reranker import record_ties
-from steadyrank.serve.app.protocol import SearchCall, SearchOutcome
 from steadyrank.serve.app.settings import Settings, load_settings
+from steadyrank.serve.contracts import SearchCall, SearchOutcome
 from steadyrank.serve.runtime.errors import EmptyInputError, InvalidInputError
 from steadyrank.serve.telemetry import Recorder
 
 
 @serve.deployment(name="Searcher")
 class Searcher:
-    """``search(call)`` → :class:`~serve.app.protocol.SearchOutcome`; the pipeline's model calls are
+    """``search(call)`` → :class:`~serve.contracts.SearchOutcome`; the pipeline's model calls are
     the Embedder, Retriever and (primary or canary) Reranker handles."""
 
     def __init__(self, settings: Settings | dict, embedder: Any, retriever: Any, reranker: Any,
@@ -77,7 +77,7 @@ class Searcher:
                             stored_vectors=self.stored_vectors[call.variant])
 
     async def search(self, request: SearchCall | dict[str, Any]) -> SearchOutcome:
-        """Search one query (:class:`~serve.app.protocol.SearchCall`: ``query``, ``top_n`` (default
+        """Search one query (:class:`~serve.contracts.SearchCall`: ``query``, ``top_n`` (default
         ``routing.top_n``), ``mode`` (default ``search.default_mode``), ``shadow`` (evaluator
         traffic: not counted in the user metrics), ``variant``, ``route`` (override),
         ``return_documents``). Raises :class:`InvalidInputError` for a bad request."""

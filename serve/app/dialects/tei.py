@@ -20,8 +20,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 
 from steadyrank.serve.app.dialects.contract import limited
-from steadyrank.serve.app.dialects.ranking import served_order
 from steadyrank.serve.app.protocol import DocumentText, EmbeddingText, ErrorResponse, Flag, Query
+from steadyrank.serve.contracts import RerankOutcome
 from steadyrank.serve.runtime.errors import InputTooLongError, SchemaError
 
 Direction = Literal["right", "left", "Right", "Left"]
@@ -109,10 +109,10 @@ def check_untruncated(truncate: bool | None, cut: list[int], field: str, max_len
                               "(send truncate: true to cut it)")
 
 
-def rerank_response(out: dict[str, Any], texts: list[str], return_text: bool | None) -> list[dict[str, Any]]:
-    scores = out["scores"]
+def rerank_response(out: RerankOutcome, texts: list[str], return_text: bool | None) -> list[dict[str, Any]]:
+    scores = out.scores
     ranks = []
-    for i in served_order(out, None):
+    for i in out.served_order(None):
         item: dict[str, Any] = {"index": i, "score": float(scores[i])}
         if return_text:
             item["text"] = texts[i]

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from steadyrank.serve.app.errors import schema_error
 from steadyrank.serve.app.http.gateway import Gateway
 from steadyrank.serve.app.http.services import Services
+from steadyrank.serve.contracts import RerankOutcome
 from steadyrank.serve.runtime.errors import EmptyInputError, InputTooLongError
 
 M = TypeVar("M", bound=BaseModel)
@@ -65,7 +66,7 @@ class Scoring:
         self.limits = services.settings.limits
 
     async def rerank(self, request: Request, query: str, texts: list[str], top_n: int | None, model: str | None,
-                     field: str = "documents") -> dict[str, Any]:
+                     field: str = "documents") -> RerankOutcome:
         """Limits, the model name, then the Reranker's ``rerank`` under the deadline. ``top_n`` is
         clamped to the number of texts."""
         deadline = self.gateway.deadline(request)

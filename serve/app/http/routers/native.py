@@ -15,6 +15,7 @@ from steadyrank.serve.app.dialects.documents import document_text
 from steadyrank.serve.app.http.deps import Role, admitted_body, authorised, endpoint
 from steadyrank.serve.app.http.responses import JSON, body_schema, errors
 from steadyrank.serve.app.http.scoring import check_count, check_query, off_loop, parse
+from steadyrank.serve.contracts import SearchCall, SearchOutcome
 from steadyrank.serve.runtime.errors import InvalidInputError
 
 router = APIRouter()
@@ -53,10 +54,10 @@ async def search(request: Request, raw: Annotated[bytes, Depends(admitted_body("
     check_query(limits, body.query)
     if body.top_n is not None and body.top_n > limits.max_top_n:
         raise InvalidInputError(f"top_n: must be ≤ {limits.max_top_n}, got {body.top_n}")
-    call = protocol.SearchCall(query=body.query, top_n=body.top_n, mode=body.mode,
+    call = SearchCall(query=body.query, top_n=body.top_n, mode=body.mode,
                                return_documents=body.return_documents, deadline=time.time() + deadline)
     searcher = app.services.searcher
-    out: protocol.SearchOutcome = await app.gateway.call(deadline, lambda: searcher.search.remote(call))
+    out: SearchOutcome = await app.gateway.call(deadline, lambda: searcher.search.remote(call))
     payload = protocol.SearchResponse.build(out, body.return_candidates).model_dump()
     payload["id"] = request.state.request_id
     evaluator = app.services.evaluator

@@ -45,7 +45,7 @@ async def rerank(request: Request, raw: Annotated[bytes, Depends(admitted_body("
     tei.check_direction(body.truncation_direction, app.services.settings.reranker_model.truncation_side)
     out = await app.scoring.rerank(request, body.query, body.texts, None, None, field="texts")
     max_length = (await app.gateway.model_facts("reranker"))["max_length"]
-    tei.check_untruncated(body.truncate, out["truncated"], "texts", max_length)
+    tei.check_untruncated(body.truncate, out.truncated, "texts", max_length)
     return JSON(tei.rerank_response(out, body.texts, body.return_text))
 
 
