@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip -q --disable-pip-version-check
 
-.PHONY: setup serve test lint typecheck prometheus bench docs reference
+.PHONY: setup serve test test-fast lint typecheck prometheus bench docs reference
 
 setup: $(VENV)/.installed
 
@@ -54,6 +54,16 @@ typecheck: setup
 
 test: setup prometheus lint typecheck docs
 	$(PY) -m pytest -q tests
+
+# The fast tier: no Ray, no server, no model download or index build: the HTTP layer in process
+# (tests/http), the metrics, the quality service, settings, telemetry, dialects and the layout
+# (tests marked ray, cluster or lifecycle by tests/conftest.py are left out).
+FAST_TESTS := tests/http tests/metrics tests/quality tests/test_layout.py tests/deploy tests/serve/test_settings.py \
+  tests/serve/test_telemetry.py tests/serve/test_dialect_translation.py tests/serve/test_admission.py \
+  tests/serve/test_batcher.py tests/serve/test_priority.py
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not ray" $(FAST_TESTS)
 
 bench: setup
 	$(PY) benchmarks/bench_metrics.py

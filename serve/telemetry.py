@@ -16,8 +16,8 @@ the ingress' own series. Instead:
   updates are dropped (metrics are best effort; requests never fail because of them).
 
 >>> rec = Recorder(hub_handle)                       # inside a replica
->>> rec.inc("steadyrank_requests_total", endpoint="rerank", code="200")
->>> rec.observe("steadyrank_request_duration_seconds", 0.012, endpoint="rerank")
+>>> rec.inc("steadyrank_requests_total", endpoint="rerank", code="200", model="bge-reranker")
+>>> rec.observe("steadyrank_request_duration_seconds", 0.012, endpoint="rerank", model="bge-reranker")
 >>> rec.set("steadyrank_golden_quality", 0.71, variant="primary", metric="ndcg", k="10", stat="expected")
 """
 
@@ -75,8 +75,10 @@ def _catalogue(*specs: MetricSpec) -> dict[str, MetricSpec]:
 CATALOGUE: dict[str, MetricSpec] = _catalogue(
     # --- serving (issue 5) --------------------------------------------------------------------
     MetricSpec("steadyrank_requests_total", "counter",
-               "HTTP responses of the scoring endpoints by endpoint (rerank, search, embeddings) and status code.",
-               ("endpoint", "code")),
+               "HTTP responses of the scoring endpoints by endpoint (rerank, rerank_v2, rerank_tei, search, "
+               "embeddings, embed_tei), status code and model (the served model id the endpoint scores with; "
+               "pipeline for search).",
+               ("endpoint", "code", "model")),
     MetricSpec("steadyrank_requests_dropped_total", "counter",
                "Requests dropped before any model compute, by where (ingress, embedder, reranker, "
                "canary_reranker) and why: overloaded (refused at admission, 503), deadline (its deadline "
@@ -88,8 +90,15 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
                "unreachable (reason replica_lost); the repeat goes to a live or replacement replica.",
                ("reason",)),
     MetricSpec("steadyrank_request_duration_seconds", "histogram",
-               "Latency of user requests per endpoint, from request received to response ready.",
-               ("endpoint",), LATENCY_BUCKETS),
+               "Latency of user requests per endpoint and model, from request received to response ready.",
+               ("endpoint", "model"), LATENCY_BUCKETS),
+    MetricSpec("steadyrank_in_flight_requests", "gauge",
+               "Scoring requests the ingress works on now (body read, response not yet complete).",
+               ()),
+    MetricSpec("steadyrank_queued_work_units", "gauge",
+               "Work the ingress has admitted to a model deployment and not yet seen finish, by model "
+               "(reranker: documents, embedder: texts).",
+               ("model",)),
     MetricSpec("steadyrank_stage_duration_seconds", "histogram",
                "Time per pipeline stage (denoise, embed, retrieve, rerank, route) of user requests.",
                ("stage",), STAGE_BUCKETS),

@@ -40,3 +40,25 @@ def ray_session():
             ray_serve.shutdown()
         finally:
             ray.shutdown()
+
+
+#: Fixtures that start (or need) the session's Ray instance.
+RAY_FIXTURES = {"ray_session", "serve_app"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tier markers, set from where a test lives and what it uses: ``ray`` (starts or needs Ray:
+    the ``ray_session`` fixture, a served app, a server or a cluster), ``cluster`` (tests/cluster:
+    a multi-node Ray cluster), ``lifecycle`` (tests/serve/test_lifecycle.py: whole ``steadyrank
+    serve`` processes). ``make test-fast`` runs the rest (``-m "not ray"``)."""
+    for item in items:
+        parts = item.path.parts
+        needs_ray = bool(RAY_FIXTURES & set(getattr(item, "fixturenames", ())))
+        if "cluster" in parts:
+            item.add_marker(pytest.mark.cluster)
+            needs_ray = True
+        if item.path.name == "test_lifecycle.py":
+            item.add_marker(pytest.mark.lifecycle)
+            needs_ray = True
+        if needs_ray:
+            item.add_marker(pytest.mark.ray)

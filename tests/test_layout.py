@@ -22,7 +22,7 @@ else:  # Python 3.10, the floor (requires-python): the dev extra installs tomli 
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = ("metrics", "retrieval", "serve")
-SERVE_LAYERS = {"output": 0, "telemetry": 0, "runtime": 0, "probes": 0, "precision": 1, "quality": 1,
+SERVE_LAYERS = {"output": 0, "telemetry": 0, "runtime": 0, "probes": 0, "contracts": 0, "precision": 1, "quality": 1,
                 "app": 2, "golden": 2, "clq": 2, "commands": 3, "cli": 4, "reference": 5}
 
 

@@ -6,10 +6,11 @@ the bound application. Modules, one job each:
 
 - :mod:`serve.app.settings`    — the settings model, file loading and validation;
 - :mod:`serve.app.protocol`    — HTTP request/response schemas (Cohere/Jina, OpenAI shapes);
-- :mod:`serve.app.errors`      — JSON errors ``{"error": {"type", "message"}}``;
+- :mod:`serve.app.errors`      — error kind → HTTP status and each dialect's error body;
 - :mod:`serve.app.priority`    — user work before shadow work in a replica;
 - :mod:`serve.app.deployments` — one module per deployment (Embedder, Reranker, Retriever, Searcher, MetricsHub);
-- :mod:`serve.app.ingress`     — the FastAPI ingress;
+- :mod:`serve.app.http`        — ``create_app``: the HTTP layer (middleware, dependencies, gateway, routers);
+- :mod:`serve.app.ingress`     — the Ray Serve ``Ingress`` deployment mounting it;
 - :mod:`serve.app.default`     — the embedded default (demo corpus, index cache);
 - :mod:`serve.app.builder`     — ``build_app``.
 """

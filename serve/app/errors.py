@@ -1,91 +1,90 @@
-"""HTTP errors: every failure is JSON ``{"error": {"type": ..., "message": ...}}`` with its status code.
+"""The one map from an error's kind (:class:`~serve.runtime.errors.ErrorKind`) to its HTTP status
+and to each client dialect's error body (docs/ARCHITECTURE.md, "Error model").
 
-| status | type | when |
-|---|---|---|
-| 400 | ``invalid_request_error`` | empty query or documents, malformed JSON, bad values the schema cannot express |
-| 401 | ``authentication_error`` | missing or wrong bearer API key |
-| 404 | ``not_found_error`` | unknown route, unknown model, no canary configured |
-| 413 | ``payload_too_large`` | body too big, too many documents/inputs, a document or query too long |
-| 422 | ``validation_error`` | request does not match the schema; the message names the field |
-| 503 | ``overloaded_error`` / ``unavailable_error`` | queue full (with ``Retry-After``), not ready, an index shard did not answer |
-| 504 | ``timeout_error`` | the request ran past its deadline |
-| 500 | ``internal_error`` | a bug; the replica keeps serving |
+| kind | status | steadyrank ``type`` | TEI ``error_type`` |
+|---|---|---|---|
+| ``invalid_input`` | 400 | ``invalid_request_error`` | ``validation`` |
+| ``empty_input`` | 400 | ``invalid_request_error`` | ``empty`` |
+| ``schema`` | 422 | ``validation_error`` | ``validation`` |
+| ``input_too_long`` | 413 | ``payload_too_large`` | ``validation`` |
+| ``unauthorised`` | 401 | ``authentication_error`` | ``unauthorized`` |
+| ``not_found`` | 404 | ``not_found_error`` | ``not_found`` |
+| ``method_not_allowed`` | 405 | ``method_not_allowed`` | ``not_found`` |
+| ``read_timeout`` | 408 | ``timeout_error`` | ``validation`` |
+| ``overloaded`` | 503 + ``Retry-After`` | ``overloaded_error`` | ``overloaded`` |
+| ``unavailable``, ``shard_unavailable`` | 503 | ``unavailable_error`` | ``overloaded`` |
+| ``deadline_exceeded`` | 504 | ``timeout_error`` | ``backend`` |
+| ``internal`` (any untyped exception) | 500 | ``internal_error`` | ``backend`` |
+
+steadyrank's body (every native route, Cohere, Infinity, OpenAI shapes):
+``{"error": {"type", "message", "request_id"}}``; TEI's (``POST /embed``, TEI bodies on
+``POST /rerank``): ``{"error", "error_type", "request_id"}``. A 500 says only "internal error" and
+the request id: the traceback is logged once, server side, under that id.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from steadyrank.serve.runtime.errors import ErrorKind, SchemaError, SteadyrankError
 
-class ApiError(Exception):
-    """An error answered to the client as JSON."""
+Dialect = Literal["native", "tei"]
 
-    status = 500
-    type = "internal_error"
+_K = ErrorKind
+#: kind → (HTTP status, steadyrank's error type, TEI's error type)
+KINDS: dict[ErrorKind, tuple[int, str, str]] = {
+    _K.INVALID_INPUT: (400, "invalid_request_error", "validation"),
+    _K.EMPTY_INPUT: (400, "invalid_request_error", "empty"),
+    _K.SCHEMA: (422, "validation_error", "validation"),
+    _K.INPUT_TOO_LONG: (413, "payload_too_large", "validation"),
+    _K.UNAUTHORISED: (401, "authentication_error", "unauthorized"),
+    _K.NOT_FOUND: (404, "not_found_error", "not_found"),
+    _K.METHOD_NOT_ALLOWED: (405, "method_not_allowed", "not_found"),
+    _K.READ_TIMEOUT: (408, "timeout_error", "validation"),
+    _K.OVERLOADED: (503, "overloaded_error", "overloaded"),
+    _K.UNAVAILABLE: (503, "unavailable_error", "overloaded"),
+    _K.SHARD_UNAVAILABLE: (503, "unavailable_error", "overloaded"),
+    _K.DEADLINE_EXCEEDED: (504, "timeout_error", "backend"),
+    _K.INTERNAL: (500, "internal_error", "backend"),
+}
 
-    def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.headers = headers or {}
-
-    def response(self) -> JSONResponse:
-        return error_response(self.status, self.type, self.message, self.headers)
-
-
-class BadRequest(ApiError):
-    status, type = 400, "invalid_request_error"
-
-
-class Unauthorized(ApiError):
-    status, type = 401, "authentication_error"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, headers={"WWW-Authenticate": 'Bearer realm="steadyrank"'})
+INTERNAL_MESSAGE = "internal error (the server logged it under this request id)"
 
 
-class NotFound(ApiError):
-    status, type = 404, "not_found_error"
+def status_of(kind: ErrorKind) -> int:
+    return KINDS[kind][0]
 
 
-class PayloadTooLarge(ApiError):
-    status, type = 413, "payload_too_large"
+def headers_of(error: SteadyrankError) -> dict[str, str]:
+    """``Retry-After`` when the error carries one; ``WWW-Authenticate`` on 401."""
+    headers = {}
+    if error.retry_after_s is not None:
+        headers["Retry-After"] = str(int(error.retry_after_s))
+    if error.kind is ErrorKind.UNAUTHORISED:
+        headers["WWW-Authenticate"] = 'Bearer realm="steadyrank"'
+    return headers
 
 
-class SchemaError(ApiError):
-    status, type = 422, "validation_error"
+def error_body(kind: ErrorKind, message: str, request_id: str | None, dialect: Dialect = "native") -> dict[str, Any]:
+    """The JSON body of an error of ``kind`` in ``dialect``'s shape."""
+    _, native, tei = KINDS[kind]
+    if dialect == "tei":
+        return {"error": message, "error_type": tei, "request_id": request_id}
+    return {"error": {"type": native, "message": message, "request_id": request_id}}
 
 
-class Overloaded(ApiError):
-    status, type = 503, "overloaded_error"
-
-    def __init__(self, message: str, retry_after_s: int) -> None:
-        super().__init__(message, headers={"Retry-After": str(int(retry_after_s))})
-
-
-class Unavailable(ApiError):
-    status, type = 503, "unavailable_error"
+def render(error: SteadyrankError, request_id: str | None, dialect: Dialect = "native") -> JSONResponse:
+    """``error`` as the response its kind maps to."""
+    return JSONResponse(error_body(error.kind, error.message, request_id, dialect), status_code=status_of(error.kind),
+                        headers=headers_of(error))
 
 
-class ShuttingDown(Overloaded):
-    """The server drains for shutdown: 503 with ``Retry-After`` (a restarted server, or another
-    node behind the load balancer, will answer)."""
-
-    type = "unavailable_error"
-
-
-class Timeout(ApiError):
-    status, type = 504, "timeout_error"
-
-
-def error_body(error_type: str, message: str) -> dict[str, Any]:
-    return {"error": {"type": error_type, "message": message}}
-
-
-def error_response(status: int, error_type: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(error_body(error_type, message), status_code=status, headers=headers)
+def internal_error(request_id: str | None, dialect: Dialect = "native") -> JSONResponse:
+    """The 500 of an untyped exception: the request id and no internal text."""
+    return JSONResponse(error_body(ErrorKind.INTERNAL, INTERNAL_MESSAGE, request_id, dialect), status_code=500)
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -102,12 +101,15 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out or "body"
 
 
-def schema_error(exc: ValidationError | Any) -> ApiError:
-    """A pydantic/FastAPI validation error as a 422 naming every bad field (400 for broken JSON)."""
+def schema_error(exc: ValidationError | Any) -> SteadyrankError:
+    """A pydantic/FastAPI validation error as a schema error naming every bad field (an invalid-input
+    error for a body that is not JSON)."""
+    from steadyrank.serve.runtime.errors import InvalidInputError
+
     errors = exc.errors() if hasattr(exc, "errors") else []
     if any(e.get("type") in ("json_invalid", "json_type") for e in errors):
         first = next(e for e in errors if e.get("type") in ("json_invalid", "json_type"))
-        return BadRequest(f"request body is not valid JSON: {first.get('msg', '')}".rstrip(": "))
+        return InvalidInputError(f"request body is not valid JSON: {first.get('msg', '')}".rstrip(": "))
     messages = []
     for error in errors[:10]:
         message = str(error.get("msg", "invalid")).removeprefix("Value error, ")

@@ -10,8 +10,9 @@ Unknown request fields of these routes are ignored (clients of other rerank APIs
 the dialect routes (``serve.app.dialects``) refuse them. Limits that depend on the server's
 settings are checked by the ingress after the schema (400/413) and stated in the served OpenAPI
 schema through ``dialects.contract.limited`` markers. Response bodies forbid undeclared fields.
-The internal call of the ``Searcher`` deployment (:class:`SearchCall` → :class:`SearchOutcome`)
-lives here too, so the ingress, the Searcher and the shadow evaluator share one shape.
+The internal contracts (the ``Searcher``'s :class:`SearchCall` → :class:`SearchOutcome`, the
+``Reranker``'s :class:`RerankOutcome`, ``Variant``) live in ``serve.contracts`` and are re-exported
+here for the routes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import (
@@ -30,36 +31,19 @@ from pydantic import (
     Strict,
     StrictBool,
     field_validator,
-    model_serializer,
 )
 
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.rewrite import DenoiseMode
-from steadyrank.retrieval.routing import Route
 from steadyrank.serve.app.dialects.contract import limited, non_blank
-from steadyrank.serve.app.dialects.ranking import served_order, tie_facts
-
-if TYPE_CHECKING:
-    from steadyrank.retrieval.pipeline import Ranked
-
-#: Which reranker serves a search: the primary one, or the canary (shadow copies only).
-Variant = Literal["primary", "canary"]
-
-
-class _Response(BaseModel):
-    """A response body: undeclared fields are refused; the optional fields named in ``omit_none``
-    are left out of the JSON when unset (rather than written as null)."""
-
-    model_config = ConfigDict(extra="forbid")
-    omit_none: ClassVar[tuple[str, ...]] = ()
-
-    @model_serializer(mode="wrap")
-    def _omit(self, handler: Any) -> Any:
-        data = handler(self)
-        for name in self.omit_none:
-            if data.get(name, 0) is None:
-                del data[name]
-        return data
+from steadyrank.serve.contracts import (
+    Candidate,
+    RerankOutcome,
+    ResponseModel,
+    SearchMeta,
+    SearchOutcome,
+    SearchResult,
+)
 
 
 def new_id() -> str:
@@ -113,11 +97,11 @@ class RerankRequest(_Request):
                           "model's max_length tokens (meta.truncated lists the cut ones)")
 
 
-class RerankDocument(_Response):
+class RerankDocument(ResponseModel):
     text: str
 
 
-class RerankResult(_Response):
+class RerankResult(ResponseModel):
     index: int = Field(..., description="position of the document in the request")
     relevance_score: float = Field(..., description="FP32 score (HPS: φ of FP32-upcast logits)")
     document: RerankDocument | dict[str, Any] | None = Field(None, description="the document as sent "
@@ -125,7 +109,7 @@ class RerankResult(_Response):
     omit_none: ClassVar[tuple[str, ...]] = ("document",)
 
 
-class RerankMeta(_Response):
+class RerankMeta(ResponseModel):
     precision: str = Field(..., description="forward-pass precision of the reranker (fp32, bf16, fp16)")
     scoring: Literal["hps", "native"]
     tie_groups: list[list[int]] = Field(..., description="groups (≥ 2) of documents with exactly equal rank keys, in rank order")
@@ -134,14 +118,14 @@ class RerankMeta(_Response):
     truncated: list[int] = Field(..., description="documents cut to the model's max_length")
 
 
-class RerankResponse(_Response):
+class RerankResponse(ResponseModel):
     id: str
     model: str
     results: list[RerankResult]
     meta: RerankMeta
 
     @classmethod
-    def build(cls, ranked: dict[str, Any], documents: Sequence[str | dict[str, Any]], top_n: int | None,
+    def build(cls, ranked: RerankOutcome, documents: Sequence[str | dict[str, Any]], top_n: int | None,
               return_documents: bool) -> RerankResponse:
         """From the Reranker deployment's ``rerank`` answer: the first ``top_n`` (all when None), each
         document as sent when ``return_documents`` (a string as ``{"text": ...}``)."""
@@ -149,10 +133,10 @@ class RerankResponse(_Response):
         def sent(document: str | dict[str, Any]) -> dict[str, Any]:
             return {"text": document} if isinstance(document, str) else document
 
-        results = [RerankResult(index=i, relevance_score=float(ranked["scores"][i]),
+        results = [RerankResult(index=i, relevance_score=float(ranked.scores[i]),
                                 document=sent(documents[i]) if return_documents else None)
-                   for i in served_order(ranked, top_n)]
-        return cls(id=new_id(), model=ranked["model"], results=results, meta=RerankMeta(**tie_facts(ranked)))
+                   for i in ranked.served_order(top_n)]
+        return cls(id=new_id(), model=ranked.model, results=results, meta=RerankMeta(**ranked.tie_facts()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,98 +154,7 @@ class SearchRequest(_Request):
                                                           "meta.query shows the original and rewritten query")
 
 
-class SearchResult(_Response):
-    id: str
-    relevance_score: float
-    text: str | None = None
-    title: str | None = None
-    omit_none: ClassVar[tuple[str, ...]] = ("text", "title")
-
-
-class Candidate(_Response):
-    id: str
-    relevance_score: float = Field(..., description="exact float32 reranker score")
-    rank_key: float = Field(..., description="the value the ranking sorts by (HPS: the FP32 logit margin)")
-
-
-class SearchMeta(_Response):
-    k: int = Field(..., description="candidates reranked (the K the router chose)")
-    escalated: bool
-    reasons: list[str]
-    signals: dict[str, Any] = Field(..., description="the routing signals (retrieval.routing.RoutingSignals)")
-    stages_ms: dict[str, float] = Field(..., description="denoise (when on), embed, retrieve, rerank, route, total")
-    retrieval_ms: dict[str, float] = Field(..., description="the index store's own timings (dense, bm25, fuse, …)")
-    mode: Mode
-    retrieved: int
-    tie_groups: list[list[str]]
-    tie_at_cutoff: bool
-    tie_group_size_at_cutoff: int
-    rescored_ties: int
-    model: str
-    precision: str
-    scoring: str
-    variant: Variant
-    shadow: bool
-    partial: bool = Field(False, description="a sharded index answered without every shard "
-                                             "(index.partial_results: true); see missing_shards")
-    missing_shards: list[int] = Field(default_factory=list, description="shards that did not answer")
-    query: dict[str, str] | None = Field(None, description="original and rewritten query, the denoise mode and its "
-                                                           "source (off, rules, llm, llm-cache, rules-fallback)")
-
-
-class SearchCall(BaseModel):
-    """The Searcher's request: the ``/v1/search`` body plus the shadow evaluator's fields."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    query: str
-    top_n: int | None = Field(None, ge=1)
-    mode: Mode | None = None
-    shadow: bool = False
-    variant: Variant = "primary"
-    route: Route | None = None
-    return_documents: bool = True
-    denoise: DenoiseMode | None = None
-    deadline: float | None = Field(None, description="epoch seconds after which model work is dropped")
-
-
-class SearchOutcome(_Response):
-    """The Searcher's answer: the top ``top_n`` results, every reranked candidate in served order, meta."""
-
-    results: list[SearchResult]
-    candidates: list[Candidate]
-    meta: SearchMeta
-
-    @classmethod
-    def build(cls, ranked: Ranked, call: SearchCall, *, top_n: int, mode: Mode, facts: dict[str, Any],
-              total_s: float) -> SearchOutcome:
-        """From the pipeline's :class:`~retrieval.pipeline.Ranked` and the reranker's facts (``info``)."""
-        pool, ids = ranked.candidates, ranked.candidates.doc_ids
-        order = ranked.served()
-        candidates = [Candidate(id=ids[i], relevance_score=float(ranked.rerank_scores[i]),
-                                rank_key=float(ranked.rerank_keys[i])) for i in order]
-        results = []
-        for i in order[:top_n]:
-            doc = pool.documents[i]
-            results.append(SearchResult(id=ids[i], relevance_score=float(ranked.rerank_scores[i]),
-                                        text=doc.text if call.return_documents else None,
-                                        title=doc.title if call.return_documents and doc.title else None))
-        ranking, decision = ranked.ranking, ranked.decision
-        meta = SearchMeta(
-            k=ranked.k, escalated=decision.escalated, reasons=list(decision.reasons), signals=ranked.signals.to_json(),
-            stages_ms={**{name: 1000.0 * v for name, v in ranked.timings.items()}, "total": 1000.0 * total_s},
-            retrieval_ms={name: 1000.0 * v for name, v in pool.timings.items()},
-            mode=mode, retrieved=len(ids), tie_groups=[[ids[i] for i in g] for g in ranking.tie_groups],
-            tie_at_cutoff=ranking.tie_at_cutoff, tie_group_size_at_cutoff=ranking.tie_group_size_at_cutoff,
-            rescored_ties=ranking.rescored, model=facts["model"], precision=facts["precision"],
-            scoring=facts["scoring"], variant=call.variant, shadow=call.shadow,
-            partial=bool(pool.missing_shards), missing_shards=list(pool.missing_shards),
-            query=None if ranked.query is None else ranked.query.to_json(),
-        )
-        return cls(results=results, candidates=candidates, meta=meta)
-
-
-class SearchResponse(_Response):
+class SearchResponse(ResponseModel):
     id: str
     results: list[SearchResult]
     meta: SearchMeta
@@ -311,18 +204,18 @@ class EmbeddingRequest(_Request):
         return [item if isinstance(item, str) else item.text for item in self.input]
 
 
-class EmbeddingData(_Response):
+class EmbeddingData(ResponseModel):
     object: Literal["embedding"] = "embedding"
     index: int
     embedding: list[float] | str
 
 
-class Usage(_Response):
+class Usage(ResponseModel):
     prompt_tokens: int
     total_tokens: int
 
 
-class EmbeddingResponse(_Response):
+class EmbeddingResponse(ResponseModel):
     object: Literal["list"] = "list"
     data: list[EmbeddingData]
     model: str
@@ -357,7 +250,7 @@ class ModelCard(BaseModel):
     task: Literal["embeddings", "rerank"]
 
 
-class ModelList(_Response):
+class ModelList(ResponseModel):
     object: Literal["list"] = "list"
     data: list[ModelCard]
 
@@ -376,7 +269,7 @@ class ModelList(_Response):
 # health
 
 
-class HealthResponse(_Response):
+class HealthResponse(ResponseModel):
     status: Literal["ok"]
 
 
@@ -387,10 +280,11 @@ class ReadyResponse(BaseModel):
     checks: dict[str, Any]
 
 
-class ErrorDetail(_Response):
+class ErrorDetail(ResponseModel):
     type: str
     message: str
+    request_id: str | None = Field(None, description="the request's id (its X-Request-Id): quote it when reporting")
 
 
-class ErrorResponse(_Response):
+class ErrorResponse(ResponseModel):
     error: ErrorDetail

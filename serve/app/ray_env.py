@@ -45,9 +45,11 @@ The HAProxy ingress (``server.ingress: haproxy``, the default of a local head) a
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, MutableMapping
 from pathlib import Path
+from typing import Any
 
 RAY_ENV_DEFAULTS: dict[str, str] = {
     "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
@@ -109,3 +111,17 @@ def apply_haproxy_env(free_port: Callable[[], int], files: Path,
     for name, leaf in HAPROXY_FILE_VARIABLES.items():
         environ.setdefault(name, str(files / leaf))
     return {name: environ[name] for name in (*HAPROXY_ENV_DEFAULTS, *HAPROXY_PORT_VARIABLES, *HAPROXY_FILE_VARIABLES)}
+
+
+def serve_logging(server: Any) -> dict[str, Any]:
+    """Ray Serve's ``logging_config`` for the controller, the proxy and every replica, from the
+    settings' ``server`` section: the access log as set, Ray's own lines at ``server.log_level``
+    (unset: WARNING, so a start shows steadyrank's progress lines and not Ray's INFO chatter), JSON
+    when ``server.log_format: json``."""
+    return {"enable_access_log": server.access_log, "log_level": server.log_level or "WARNING",
+            "encoding": "JSON" if server.log_format == "json" else "TEXT"}
+
+
+def ray_log_level(server: Any) -> int:
+    """The level of the driver's Ray logger (``ray.init(logging_level=...)``): as :func:`serve_logging`."""
+    return int(logging.getLevelName(server.log_level or "WARNING"))

@@ -381,6 +381,11 @@ class LimitsSettings(_Section):
                                 "(no CPU) for its turn, at most refusal_max_wait_s, so clients that retry at once "
                                 "cannot turn refusals into the main load; 0 = answer every refusal at once")
     refusal_max_wait_s: float = Field(5.0, ge=0, description="longest a paced refusal waits; past it, answered at once")
+    body_timeout_s: float = Field(
+        15.0, gt=0, le=3600,
+        description="seconds from a scoring request's arrival within which its whole body must have arrived (408 "
+                    "beyond); a body still arriving holds no in-flight slot, so slow senders cannot take the server's "
+                    "capacity")
 
 
 class AuthSettings(_Section):
@@ -398,8 +403,14 @@ class AuthSettings(_Section):
         False, description="serve with no key on a non-loopback address (every route open to the network); "
                            "without it `steadyrank serve` refuses such a bind")
     protect_metrics: bool = Field(False, description="also require a key on GET /metrics")
+    admin_keys: list[SecretStr] = Field(
+        default_factory=list,
+        description="admin keys: accepted wherever api_keys are, and the only keys whose X-Golden-Query-Id header is "
+                    "honoured for a query that is not that golden query's own text")
+    admin_keys_env: str = Field("STEADYRANK_ADMIN_KEYS", description="environment variable with more admin keys, "
+                                                                     "comma-separated")
 
-    @field_validator("api_keys")
+    @field_validator("api_keys", "admin_keys")
     @classmethod
     def _clean(cls, keys: list[SecretStr]) -> list[SecretStr]:
         for i, key in enumerate(keys):
@@ -421,10 +432,11 @@ class AuthSettings(_Section):
 
     def resolved_keys(self, environ: dict[str, str] | None = None) -> list[str]:
         """Keys from the settings, the keys file and the environment (deduplicated, order kept)."""
-        env = os.environ if environ is None else environ
-        keys = [k.get_secret_value() for k in self.api_keys] + self.file_keys()
-        keys += [k.strip() for k in env.get(self.api_keys_env, "").split(",") if k.strip()]
-        return list(dict.fromkeys(keys))
+        return _keys(self.api_keys, self.api_keys_env, environ, self.file_keys())
+
+    def resolved_admin_keys(self, environ: dict[str, str] | None = None) -> list[str]:
+        """Admin keys from the settings and the environment (deduplicated, order kept)."""
+        return _keys(self.admin_keys, self.admin_keys_env, environ)
 
     def check_bind(self, host: str, environ: dict[str, str] | None = None) -> int:
         """The number of active keys; a SettingsError when there are none, ``host`` is not a loopback
@@ -436,6 +448,16 @@ class AuthSettings(_Section):
                 f"network: give keys (--api-key-file FILE, auth.keys_file, auth.api_keys or ${self.api_keys_env}), "
                 "bind 127.0.0.1, or set auth.allow_anonymous: true")
         return count
+
+
+def _keys(listed: list[SecretStr], env_name: str, environ: dict[str, str] | None,
+          more: list[str] | None = None) -> list[str]:
+    """``listed`` keys, then ``more`` (a keys file), then the comma-separated ones of ``$env_name``
+    (deduplicated, order kept)."""
+    env = os.environ if environ is None else environ
+    keys = [k.get_secret_value() for k in listed] + (more or [])
+    keys += [k.strip() for k in env.get(env_name, "").split(",") if k.strip()]
+    return list(dict.fromkeys(keys))
 
 
 def is_loopback(host: str) -> bool:
@@ -474,6 +496,12 @@ class ServerSettings(_Section):
                                "proxy, one more hop); with --address the cluster's Ray settings decide")
     access_log: bool = Field(False, description="Ray Serve's per-request access log lines (proxy and every replica) "
                                                 "in Ray's log folder; steadyrank's metrics count every request either way")
+    log_format: Literal["text", "json"] = Field(
+        "text", description="steadyrank's log lines: text, or one JSON object per line (ts, level, logger, message, "
+                            "request_id); every line about a request carries its request id")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] | None = Field(
+        None, description="level of Ray's and Ray Serve's own log lines (unset: WARNING, a quiet start); "
+                          "steadyrank's own lines are at INFO or this level when set")
 
 
 class ServedRerankerNames(_Section):

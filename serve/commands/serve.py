@@ -230,15 +230,18 @@ def _serve_on_ray(args: argparse.Namespace, settings: Settings, host: str, port:
 
     from steadyrank.serve.app import build_app
     from steadyrank.serve.app.lifecycle import LocalHead, Stopped, StopSignals, drain, drain_budget
+    from steadyrank.serve.app.ray_env import ray_log_level, serve_logging
 
     dashboard = settings.server.dashboard
+    quiet = ray_log_level(settings.server)
     head = None if args.address is not None else LocalHead(haproxy_files)
     try:
         if head is None:
-            ray.init(address=args.address, include_dashboard=dashboard)
+            ray.init(address=args.address, include_dashboard=dashboard, logging_level=quiet)
         else:
             cpus = args.num_cpus if args.num_cpus is not None else max(float(os.cpu_count() or 1), math.ceil(reserved))
-            head.start(lambda: ray.init(num_cpus=math.ceil(max(cpus, reserved)), include_dashboard=dashboard))
+            head.start(lambda: ray.init(num_cpus=math.ceil(max(cpus, reserved)), include_dashboard=dashboard,
+                                        logging_level=quiet))
     except Exception as exc:  # noqa: BLE001 — Ray raises bare Exception when its processes do not come up
         where = f"the Ray cluster at {args.address}" if args.address is not None else "a local Ray instance"
         print(f"steadyrank serve: error: could not start {where}: {exc} (an overloaded machine starts Ray "
@@ -249,7 +252,7 @@ def _serve_on_ray(args: argparse.Namespace, settings: Settings, host: str, port:
         _stop_idle_head_processes(dashboard)
     stop = StopSignals()  # after ray.init, which installs its own SIGTERM handler
     try:
-        access_log = {"enable_access_log": settings.server.access_log}
+        access_log = serve_logging(settings.server)
         ray_serve.start(http_options={"host": host, "port": port}, logging_config=access_log)
         print("steadyrank: starting the deployments (the first start loads the models; this takes a minute)…",
               file=sys.stderr, flush=True)

@@ -17,6 +17,7 @@ from typing import Any
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
+from steadyrank.serve.contracts import SearchCall
 from steadyrank.serve.quality.golden import load_golden
 from steadyrank.serve.quality.probes import LiveProbes
 from steadyrank.serve.quality.service import QualityService
@@ -40,7 +41,7 @@ class ShadowEvaluator:
         settings = QualitySettings.model_validate(settings)
         golden = load_golden(settings.golden, split=settings.golden_split, grade_map=settings.grade_map)
 
-        async def search(request: dict) -> dict:
+        async def search(request: SearchCall) -> dict:
             return (await searcher.search.remote(request)).model_dump()
 
         self.service = QualityService(settings, golden, search, Recorder(hub), variants)

@@ -23,13 +23,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from steadyrank.metrics import parse_measure
+from steadyrank.serve.contracts import SearchCall
 from steadyrank.serve.quality.canary import VERDICTS, Agreement, agreement, compare
 from steadyrank.serve.quality.golden import GoldenQuery, GoldenSet
 from steadyrank.serve.quality.monitor import QUALITY_STATS, QualityWindow, evaluate_ranking
 from steadyrank.serve.quality.settings import QualitySettings
 
 logger = logging.getLogger("steadyrank.quality")
-SearchFn = Callable[[dict], Awaitable[dict]]
+SearchFn = Callable[[SearchCall], Awaitable[dict]]  # the Searcher's call → its outcome as a mapping
 
 
 class Recorder(Protocol):
@@ -53,7 +54,7 @@ class QualityService:
         self.agreements: deque[Agreement] = deque(maxlen=settings.window)
         self.rng = random.Random(settings.seed)
         self.retry: dict[str, GoldenQuery] = {}
-        self.counts = {"replayed": 0, "mirrored": 0, "failures": 0, "rounds": 0}
+        self.counts = {"replayed": 0, "mirrored": 0, "failures": 0, "rounds": 0, "golden_id_ignored": 0}
         self.last_success: float | None = None
 
     # --- golden replays -------------------------------------------------------------------
@@ -66,7 +67,7 @@ class QualityService:
 
     async def _evaluate(self, query: GoldenQuery, variant: str, source: str) -> list[tuple[str, float]] | None:
         """Run ``query`` through ``variant`` and record its evaluation; None (and counted) on failure."""
-        request = {"query": query.query, "top_n": self.settings.top_n, "shadow": True, "variant": variant}
+        request = SearchCall(query=query.query, top_n=self.settings.top_n, shadow=True, variant=variant)
         started = time.perf_counter()
         try:
             response = await self.search(request)
@@ -113,14 +114,24 @@ class QualityService:
         """Evaluate a served /v1/search response after it was sent.
 
         ``event``: ``query``, ``candidates`` (the primary's full reranked list), optional
-        ``golden_query_id`` (the ``X-Golden-Query-Id`` header). A golden match (by header, else by
-        normalised text) is evaluated with probability ``mirror_fraction``; with probability
+        ``golden_query_id`` (the ``X-Golden-Query-Id`` header), ``golden_trusted`` (sent with an admin
+        key). The golden match is the golden query whose normalised text equals the query's; the
+        header picks a golden query only when it names that same query, or when ``golden_trusted``
+        (else any client could score unrelated searches against a golden query's judgments). It is
+        evaluated with probability ``mirror_fraction``; with probability
         ``canary_fraction`` the canary ranks the same query for agreement.
         """
+        golden = self.golden.match(event["query"])
         golden_id = event.get("golden_query_id")
-        golden = self.golden.queries.get(str(golden_id)) if golden_id else self.golden.match(event["query"])
-        if golden_id and golden is None:
-            logger.warning("X-Golden-Query-Id %r is not in the golden set", golden_id)
+        if golden_id:
+            named = self.golden.queries.get(str(golden_id))
+            if named is None:
+                logger.warning("X-Golden-Query-Id %r is not in the golden set", str(golden_id)[:64])
+            elif event.get("golden_trusted") or named is golden:
+                golden = named
+            else:  # another query's judgments would score these candidates: the header is ignored
+                self.counts["golden_id_ignored"] += 1
+                logger.debug("X-Golden-Query-Id %r ignored: the query is not its text", str(golden_id)[:64])
         primary = served_candidates(event)
         if golden is not None and self.rng.random() < self.settings.mirror_fraction and primary:
             try:
@@ -143,8 +154,8 @@ class QualityService:
 
     async def _canary_ranking(self, query: str) -> list[tuple[str, float]] | None:
         try:
-            return served_candidates(await self.search({"query": query, "top_n": self.settings.top_n,
-                                                        "shadow": True, "variant": "canary"}))
+            return served_candidates(await self.search(SearchCall(query=query, top_n=self.settings.top_n,
+                                                                  shadow=True, variant="canary")))
         except Exception as exc:  # noqa: BLE001
             self.recorder.inc("steadyrank_golden_failures_total", variant="canary")
             logger.warning("canary copy failed: %s: %s", type(exc).__name__, exc)

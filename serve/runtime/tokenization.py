@@ -2,7 +2,7 @@
 
 Every builder cuts only the document (never the query or the prompt template) to ``max_length``
 tokens in total, on the tokenizer's ``truncation_side``, and reports which inputs were cut. With
-``overflow="error"`` an over-long input raises :class:`InvalidInputError` instead.
+``overflow="error"`` an over-long input raises :class:`InputTooLongError` instead.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from steadyrank.serve.runtime.errors import InvalidInputError
+from steadyrank.serve.runtime.errors import InputTooLongError
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Encoded:
 
 
 def _refuse_overflow(index: int, n_tokens: int, max_length: int) -> None:
-    raise InvalidInputError(
+    raise InputTooLongError(
         f"input {index} has {n_tokens} tokens, more than max_length={max_length} (overflow='error')"
     )
 
@@ -53,7 +53,7 @@ def encode_pairs(
 ) -> Encoded:
     """(query, document) pairs as one sequence with special tokens (cross-encoder input).
 
-    Raises InvalidInputError when a query alone leaves no room for its document.
+    Raises InputTooLongError when a query alone leaves no room for its document.
     """
     queries = [q for q, _ in pairs]
     docs = [d for _, d in pairs]
@@ -67,7 +67,7 @@ def encode_pairs(
             _refuse_overflow(int(i), len(ids[i]), max_length)
         query_tokens = len(tokenizer(queries[i], add_special_tokens=False)["input_ids"])
         if query_tokens >= room:
-            raise InvalidInputError(
+            raise InputTooLongError(
                 f"query has {query_tokens} tokens: max_length={max_length} leaves no room for the document"
             )
         cut = tokenizer(queries[i], docs[i], truncation="only_second", max_length=max_length, verbose=False)
@@ -107,7 +107,7 @@ def encode_prompts(
         suffix_ids = tokenizer(tail, add_special_tokens=False)["input_ids"]
         room = max_length - len(prefix_ids) - len(suffix_ids)
         if room < 1:
-            raise InvalidInputError(
+            raise InputTooLongError(
                 f"prompt template and query take {max_length - room} tokens: "
                 f"max_length={max_length} leaves no room for the document"
             )

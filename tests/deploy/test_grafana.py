@@ -27,6 +27,8 @@ CONTRACT = {
     "steadyrank_requests_dropped_total": "counter",
     "steadyrank_request_retries_total": "counter",
     "steadyrank_request_duration_seconds": "histogram",
+    "steadyrank_in_flight_requests": "gauge",
+    "steadyrank_queued_work_units": "gauge",
     "steadyrank_stage_duration_seconds": "histogram",
     "steadyrank_batch_size": "histogram",
     "steadyrank_candidates_reranked": "histogram",

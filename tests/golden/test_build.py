@@ -16,6 +16,7 @@ import pytest
 
 from steadyrank.retrieval.store import IndexStore
 from steadyrank.serve.cli import main
+from steadyrank.serve.contracts import SearchCall
 from steadyrank.serve.quality.golden import load_golden
 from steadyrank.serve.quality.service import QualityService
 from steadyrank.serve.quality.settings import QualitySettings
@@ -124,8 +125,8 @@ def test_built_golden_set_feeds_the_shadow_evaluator(reference, demo_index):
     golden = load_golden(settings.golden, split=settings.golden_split, grade_map=settings.grade_map)
     store = IndexStore.open(demo_index)
 
-    async def search(request: dict) -> dict:
-        hits = store.search(request["query"], mode="bm25", depth=request["top_n"])
+    async def search(request: SearchCall) -> dict:
+        hits = store.search(request.query, mode="bm25", depth=request.top_n)
         return {"candidates": [{"id": d, "relevance_score": float(s)} for d, s in zip(hits.doc_ids, hits.scores, strict=False)],
                 "meta": {"escalated": False}}
 

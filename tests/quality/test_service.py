@@ -35,12 +35,12 @@ class MemoryRecorder:
 
 
 async def search(request):
-    if request["query"] == "broken query":
+    if request.query == "broken query":
         raise RuntimeError("searcher unavailable")
-    assert request["shadow"] is True
-    bonus = 0.0 if request["variant"] == "primary" else 0.001
+    assert request.shadow is True
+    bonus = 0.0 if request.variant == "primary" else 0.001
     scored = [{"id": d, "relevance_score": round(1 - i / 20 + bonus, 2)} for i, d in enumerate(POOL)]
-    return {"candidates": scored, "meta": {"escalated": request["variant"] == "canary"}}
+    return {"candidates": scored, "meta": {"escalated": request.variant == "canary"}}
 
 
 def service(**overrides):
@@ -94,11 +94,27 @@ def test_mirror_matches_header_or_text_and_copies_to_canary():
     svc = service(canary_fraction=1.0)
     served = [{"id": d, "relevance_score": 1 - i / 20} for i, d in enumerate(POOL)]
     asyncio.run(svc.mirror({"query": "Restart a systemd unit!", "candidates": served}))
-    asyncio.run(svc.mirror({"query": "anything", "golden_query_id": "q2", "candidates": served}))
+    asyncio.run(svc.mirror({"query": "anything", "golden_query_id": "q2", "golden_trusted": True,
+                            "candidates": served}))
     asyncio.run(svc.mirror({"query": "not golden at all", "candidates": served}))
     assert svc.counts["mirrored"] == 2
     assert [e.query_id for e in svc.window.evaluations("primary")] == ["q1", "q2"]
     assert len(svc.agreements) == 3 and svc.agreements[-1].top10_overlap == 1.0
+
+
+def test_a_golden_query_id_header_is_honoured_only_for_its_own_query_or_an_admin_key():
+    """Issue 31, finding 8: any client may send X-Golden-Query-Id; unrelated searches must not be
+    scored against that golden query's judgments (~200 of them collapsed the golden quality)."""
+    svc = service(canary_fraction=0.0)
+    served = [{"id": d, "relevance_score": 1 - i / 20} for i, d in enumerate(POOL)]
+    for _ in range(20):
+        asyncio.run(svc.mirror({"query": "how do cats purr", "golden_query_id": "q2", "candidates": served}))
+    assert svc.counts["mirrored"] == 0 and svc.counts["golden_id_ignored"] == 20
+    asyncio.run(svc.mirror({"query": "List open ports", "golden_query_id": "q2", "candidates": served}))
+    asyncio.run(svc.mirror({"query": "restart a systemd unit", "golden_query_id": "q2", "candidates": served}))
+    asyncio.run(svc.mirror({"query": "how do cats purr", "golden_query_id": "q2", "golden_trusted": True,
+                            "candidates": served}))
+    assert [e.query_id for e in svc.window.evaluations("primary")] == ["q2", "q1", "q2"]
 
 
 def test_canary_report_without_canary():

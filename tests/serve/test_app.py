@@ -25,13 +25,15 @@ DOCS = [
 
 
 def value(metrics: dict, name: str, **labels: str) -> float:
-    return metrics.get((name, tuple(sorted(labels.items()))), 0.0)
+    """The sum of the samples of ``name`` carrying ``labels`` (and any others)."""
+    return sum(v for (n, ls), v in metrics.items() if n == name and labels.items() <= dict(ls).items())
 
 
 def assert_error(response: httpx.Response, status: int, error_type: str, *fragments: str) -> dict:
     assert response.status_code == status, response.text
     body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"type", "message"}, body
+    assert set(body) == {"error"} and set(body["error"]) == {"type", "message", "request_id"}, body
+    assert body["error"]["request_id"] == response.headers["x-request-id"], body
     assert body["error"]["type"] == error_type, body
     for fragment in fragments:
         assert fragment in body["error"]["message"], body
@@ -41,9 +43,11 @@ def assert_error(response: httpx.Response, status: int, error_type: str, *fragme
 # --- health -----------------------------------------------------------------------------------
 
 
-def test_health_endpoints_are_open(anon_client: httpx.Client) -> None:
+def test_health_endpoints_are_open(anon_client: httpx.Client, client: httpx.Client) -> None:
+    """Open, but an anonymous /readyz tells only its status (the checks need a key)."""
     assert anon_client.get("/healthz").json() == {"status": "ok"}
-    ready = anon_client.get("/readyz")
+    assert anon_client.get("/readyz").json() == {"status": "ready", "checks": {}}
+    ready = client.get("/readyz")
     assert ready.status_code == 200
     checks = ready.json()["checks"]
     assert ready.json()["status"] == "ready"

@@ -13,7 +13,7 @@ from steadyrank.serve.app.dialects.documents import TokenCutter, document_text
 from steadyrank.serve.app.dialects.embeddings import check_dimensions, shorten
 from steadyrank.serve.app.dialects.infinity import dialect_of
 from steadyrank.serve.app.dialects.names import ServedNames
-from steadyrank.serve.app.errors import BadRequest, NotFound
+from steadyrank.serve.runtime.errors import InvalidInputError, NotFoundError
 
 
 def test_document_text_follows_cohere_rank_fields() -> None:
@@ -40,10 +40,10 @@ def test_shorten_is_the_renormalised_prefix() -> None:
 def test_dimensions_only_for_matryoshka() -> None:
     check_dimensions(None, 384, False, "m")
     check_dimensions(384, 384, False, "m")
-    with pytest.raises(BadRequest, match="not declared Matryoshka"):
+    with pytest.raises(InvalidInputError, match="not declared Matryoshka"):
         check_dimensions(64, 384, False, "m")
     check_dimensions(64, 384, True, "m")
-    with pytest.raises(BadRequest, match="between 1 and 384"):
+    with pytest.raises(InvalidInputError, match="between 1 and 384"):
         check_dimensions(385, 384, True, "m")
 
 
@@ -82,7 +82,7 @@ def test_served_names_resolve_and_list() -> None:
     names = ServedNames(reranker=("model-x", "default", "rerank-v3.5"), embedder=("emb",), embedder_dim=4,
                         matryoshka=False)
     assert names.resolve("reranker", None) == names.resolve("reranker", "rerank-v3.5") == "model-x"
-    with pytest.raises(NotFound, match="'model-x', 'default', 'rerank-v3.5'"):
+    with pytest.raises(NotFoundError, match="'model-x', 'default', 'rerank-v3.5'"):
         names.resolve("reranker", "gpt-4")
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         names.resolve("embedder", "default")

@@ -184,7 +184,7 @@ def test_models_list_aliases_and_unknown_model_lists_them(client) -> None:
 def test_unknown_route_is_json_404_naming_the_path(client) -> None:
     response = client.post("/v3/rerank", json={})
     assert response.status_code == 404 and response.json()["error"] == {
-        "type": "not_found_error", "message": "Not Found: POST /v3/rerank"}
+        "type": "not_found_error", "message": "Not Found: POST /v3/rerank", "request_id": response.headers["x-request-id"]}
 
 
 def test_openapi_states_the_server_limits(client, serve_app) -> None:

@@ -68,14 +68,24 @@ def test_shadow_scores_equal_user_scores(serve_app, handle):
     np.testing.assert_array_equal(shadow["truncated"], user["truncated"])
 
 
-def test_golden_query_header_is_mirrored(serve_app, client, handle):
-    before = handle("ShadowEvaluator").status.remote().result(timeout_s=60)["mirrored"]
+def test_golden_query_header_is_mirrored_only_for_its_own_query(serve_app, client, handle):
+    """X-Golden-Query-Id names the golden query a search is evaluated against only when the search is
+    that query (its normalised text); another query's header is ignored (issue 31, finding 8: without
+    an admin key, a client must not score unrelated searches against golden judgments)."""
+    def status() -> dict:
+        return handle("ShadowEvaluator").status.remote().result(timeout_s=60)
+
+    before = status()
     response = client.post("/v1/search", json={"query": "anything at all", "top_n": 5},
                            headers={"X-Golden-Query-Id": "q01"})
     assert response.status_code == 200
-    mirrored = wait_until(
-        lambda: handle("ShadowEvaluator").status.remote().result(timeout_s=60)["mirrored"] > before, 30)
-    assert mirrored, "a search carrying X-Golden-Query-Id was not evaluated"
+    ignored = wait_until(lambda: status()["golden_id_ignored"] > before["golden_id_ignored"], 30)
+    assert ignored, "a search of another query was evaluated against q01's judgments"
+    own = "How do I make a systemd service restart automatically when it crashes?"
+    response = client.post("/v1/search", json={"query": own, "top_n": 5}, headers={"X-Golden-Query-Id": "q01"})
+    assert response.status_code == 200
+    mirrored = wait_until(lambda: status()["mirrored"] > before["mirrored"], 30)
+    assert mirrored, "a search of q01 carrying X-Golden-Query-Id was not evaluated"
 
 
 def test_canary_report_endpoint_and_cli(serve_app, client):

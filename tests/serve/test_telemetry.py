@@ -23,7 +23,7 @@ def test_catalogue_is_the_contract() -> None:
     assert CATALOGUE["steadyrank_request_duration_seconds"].buckets == (
         0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
     assert CATALOGUE["steadyrank_golden_quality"].labels == ("variant", "metric", "k", "stat")
-    assert CATALOGUE["steadyrank_requests_total"].labels == ("endpoint", "code")
+    assert CATALOGUE["steadyrank_requests_total"].labels == ("endpoint", "code", "model")
 
 
 def test_metrics_reference_lists_every_metric_with_its_labels() -> None:
@@ -54,21 +54,21 @@ def test_recorder_aggregates_and_the_store_renders() -> None:
     store = MetricsStore()
     recorder = Recorder(store, flush_interval_s=60)
     for _ in range(3):
-        recorder.inc("steadyrank_requests_total", endpoint="rerank", code="200")
+        recorder.inc("steadyrank_requests_total", endpoint="rerank", code="200", model="m")
     recorder.inc("steadyrank_rescored_ties_total", 4)
-    recorder.observe("steadyrank_request_duration_seconds", 0.02, endpoint="rerank")
-    recorder.observe("steadyrank_request_duration_seconds", 3.0, endpoint="rerank")
+    recorder.observe("steadyrank_request_duration_seconds", 0.02, endpoint="rerank", model="m")
+    recorder.observe("steadyrank_request_duration_seconds", 3.0, endpoint="rerank", model="m")
     recorder.set("steadyrank_golden_quality", 0.5, variant="primary", metric="ndcg", k=10, stat="expected")
     recorder.set("steadyrank_golden_quality", 0.7, variant="primary", metric="ndcg", k=10, stat="expected")
     updates = recorder.drain()
-    assert ("inc", "steadyrank_requests_total", ("rerank", "200"), 3.0) in updates
+    assert ("inc", "steadyrank_requests_total", ("rerank", "200", "m"), 3.0) in updates
     assert store.apply(updates) == len(updates)
     assert store.apply([("inc", "steadyrank_nope_total", (), 1.0), ("bogus",)]) == 0 and store.rejected == 2
     m = parse_metrics(store.render().decode())
-    assert m[("steadyrank_requests_total", (("code", "200"), ("endpoint", "rerank")))] == 3.0
+    assert m[("steadyrank_requests_total", (("code", "200"), ("endpoint", "rerank"), ("model", "m")))] == 3.0
     assert m[("steadyrank_rescored_ties_total", ())] == 4.0
-    assert m[("steadyrank_request_duration_seconds_count", (("endpoint", "rerank"),))] == 2.0
-    assert m[("steadyrank_request_duration_seconds_bucket", (("endpoint", "rerank"), ("le", "0.025")))] == 1.0
+    assert m[("steadyrank_request_duration_seconds_count", (("endpoint", "rerank"), ("model", "m")))] == 2.0
+    assert m[("steadyrank_request_duration_seconds_bucket", (("endpoint", "rerank"), ("le", "0.025"), ("model", "m")))] == 1.0
     assert m[("steadyrank_golden_quality", (("k", "10"), ("metric", "ndcg"), ("stat", "expected"), ("variant", "primary")))] == 0.7
     assert not any(name.endswith("_created") for name, _ in m)
 

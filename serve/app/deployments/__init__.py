@@ -7,7 +7,7 @@ call the Reranker and the Embedder directly. Every replica records metrics throu
 
 - :mod:`.metrics_hub` ``MetricsHub``; :mod:`.embedder` ``Embedder``; :mod:`.reranker` ``Reranker``
   (also bound as ``CanaryReranker``); :mod:`.retriever` ``Retriever``; :mod:`.searcher` ``Searcher``;
-- :mod:`.common`: ``InvalidRequest`` and the helpers every deployment shares.
+- :mod:`.common`: the helpers every deployment shares.
 
 Model runtimes are imported inside the constructors, so replicas that hold no model never import
 torch from here; this package re-exports nothing, so a replica loads only its own deployment's

@@ -1,4 +1,4 @@
-"""What every deployment shares: the refusal type, the one compute thread, per-job isolation in a
+"""What every deployment shares: the one compute thread, per-job isolation in a
 batch, torch thread settings and batch options applied through Ray Serve's ``user_config``."""
 
 from __future__ import annotations
@@ -12,16 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from steadyrank.serve.app.memory import trim_freed_memory
-from steadyrank.serve.runtime.errors import check_texts
-
-
-class InvalidRequest(ValueError):
-    """A request a deployment refuses (HTTP 400 at the ingress)."""
-
-
-class DeadlineExceeded(Exception):
-    """The request's deadline passed (or its caller gave up) before its forward pass; dropped
-    unscored (HTTP 504 at the ingress)."""
+from steadyrank.serve.runtime.errors import DeadlineExceeded, InvalidInputError, check_texts
 
 
 @dataclass
@@ -140,7 +131,7 @@ def set_compute_threads(threads: int | None, lanes: int) -> None:
 def check_text_list(texts: Any, what: str) -> list[str]:
     """A handle caller's texts: a list or tuple of strings (``check_texts`` checks the items)."""
     if not isinstance(texts, (list, tuple)):
-        raise InvalidRequest(f"{what} must be a list of strings")
+        raise InvalidInputError(f"{what} must be a list of strings")
     return check_texts(texts, what)
 
 

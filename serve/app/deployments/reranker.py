@@ -19,7 +19,6 @@ from ray import serve
 from steadyrank.retrieval.ranking import rank_async
 from steadyrank.serve.app.deployments.batcher import RequestBatcher
 from steadyrank.serve.app.deployments.common import (
-    InvalidRequest,
     Ticket,
     admitted,
     apply_batch_config,
@@ -30,9 +29,9 @@ from steadyrank.serve.app.deployments.common import (
     set_compute_threads,
 )
 from steadyrank.serve.app.priority import ShadowGate, chunks
-from steadyrank.serve.app.protocol import Variant
 from steadyrank.serve.app.settings import Settings, load_settings
-from steadyrank.serve.runtime.errors import check_rerank_args
+from steadyrank.serve.contracts import RerankOutcome, Variant
+from steadyrank.serve.runtime.errors import InvalidInputError, check_rerank_args
 from steadyrank.serve.telemetry import Recorder
 
 
@@ -86,7 +85,7 @@ class Reranker:
         document's logit may differ in its last bits, as it does between user batches.
         """
         if not isinstance(query, str):
-            raise InvalidRequest("query must be a string")
+            raise InvalidInputError("query must be a string")
         documents = check_text_list(documents, "documents")
         if not documents:
             return {"scores": np.zeros(0, np.float32), "keys": np.zeros(0, np.float32), "truncated": np.zeros(0, bool)}
@@ -117,12 +116,9 @@ class Reranker:
             return self.scorer.fp32_keys([(query, d) for d in documents])
 
     async def rerank(self, query: str, documents: list[str], top_n: int | None = None, record: bool = True,
-                     deadline: float | None = None) -> dict[str, Any]:
-        """The ranking of ``documents`` for ``query`` (:func:`retrieval.ranking.rank`).
-
-        Returns ``scores`` (float32, input order), ``order`` (input indices by rank), ``tie_groups``,
-        ``tie_at_cutoff``, ``tie_group_size_at_cutoff``, ``rescored``, ``truncated`` (indices) and
-        the model facts. ``record`` = count it as user traffic in the metrics.
+                     deadline: float | None = None) -> RerankOutcome:
+        """The ranking of ``documents`` for ``query`` (:func:`retrieval.ranking.rank`) as a
+        :class:`~serve.contracts.RerankOutcome`. ``record`` = count it as user traffic in the metrics.
         """
         started = time.perf_counter()
         documents = check_rerank_args(query, check_text_list(documents, "documents"), top_n)
@@ -132,18 +128,12 @@ class Reranker:
             return await self.fp32_keys(query, [documents[i] for i in indices])
 
         ranking = await rank_async(scored["keys"], top_n, rescore if self.scorer.rescores_boundary_ties else None)
-        result = {
-            "scores": scored["scores"],
-            "order": ranking.order,
-            "tie_groups": [g.tolist() for g in ranking.tie_groups],
-            "tie_at_cutoff": ranking.tie_at_cutoff,
-            "tie_group_size_at_cutoff": ranking.tie_group_size_at_cutoff,
-            "rescored": ranking.rescored,
-            "truncated": np.flatnonzero(scored["truncated"]).tolist(),
-            "model": self.scorer.model_id,
-            "precision": self.scorer.precision,
-            "scoring": self.scorer.scoring,
-        }
+        result = RerankOutcome(
+            scores=scored["scores"], order=[int(i) for i in ranking.order],
+            tie_groups=[g.tolist() for g in ranking.tie_groups], tie_at_cutoff=bool(ranking.tie_at_cutoff),
+            tie_group_size_at_cutoff=int(ranking.tie_group_size_at_cutoff), rescored=int(ranking.rescored),
+            truncated=np.flatnonzero(scored["truncated"]).tolist(), model=self.scorer.model_id,
+            precision=self.scorer.precision, scoring=self.scorer.scoring)
         if record:
             rec = self.recorder
             rec.observe("steadyrank_stage_duration_seconds", time.perf_counter() - started, stage="rerank")

@@ -10,8 +10,9 @@ from ray import serve
 
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool
-from steadyrank.serve.app.deployments.common import InvalidRequest, model_executor, run_in
+from steadyrank.serve.app.deployments.common import model_executor, run_in
 from steadyrank.serve.app.settings import Settings, load_settings
+from steadyrank.serve.runtime.errors import InvalidInputError
 
 
 @dataclass(frozen=True)
@@ -56,10 +57,10 @@ class Retriever:
                 with_vectors: bool) -> CandidatePool:
         s = self.search_settings
         if mode != "bm25" and vector is None:
-            raise InvalidRequest(f"mode {mode!r} needs the query vector")
+            raise InvalidInputError(f"mode {mode!r} needs the query vector")
         try:
             found = self.store.search(query, mode=mode, depth=depth, rrf_k=s.rrf_k,
                                       rrf_weights=tuple(s.rrf_weights), vector=vector)
         except ValueError as exc:
-            raise InvalidRequest(str(exc)) from None
+            raise InvalidInputError(str(exc)) from None
         return CandidatePool.from_store(self.store, found, with_vectors)

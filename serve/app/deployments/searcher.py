@@ -13,16 +13,16 @@ from ray import serve
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool, PassScores, Ranked, SearchModels, search
 from steadyrank.retrieval.rewrite import LlmRewriter
-from steadyrank.serve.app.deployments.common import InvalidRequest
 from steadyrank.serve.app.deployments.reranker import record_ties
-from steadyrank.serve.app.protocol import SearchCall, SearchOutcome
 from steadyrank.serve.app.settings import Settings, load_settings
+from steadyrank.serve.contracts import SearchCall, SearchOutcome
+from steadyrank.serve.runtime.errors import EmptyInputError, InvalidInputError
 from steadyrank.serve.telemetry import Recorder
 
 
 @serve.deployment(name="Searcher")
 class Searcher:
-    """``search(call)`` → :class:`~serve.app.protocol.SearchOutcome`; the pipeline's model calls are
+    """``search(call)`` → :class:`~serve.contracts.SearchOutcome`; the pipeline's model calls are
     the Embedder, Retriever and (primary or canary) Reranker handles."""
 
     def __init__(self, settings: Settings | dict, embedder: Any, retriever: Any, reranker: Any,
@@ -80,28 +80,27 @@ class Searcher:
                             stored_vectors=self.stored_vectors[call.variant], rewriter=self.rewriter)
 
     async def search(self, request: SearchCall | dict[str, Any]) -> SearchOutcome:
-        """Search one query (:class:`~serve.app.protocol.SearchCall`: ``query``, ``top_n`` (default
+        """Search one query (:class:`~serve.contracts.SearchCall`: ``query``, ``top_n`` (default
         ``routing.top_n``), ``mode`` (default ``search.default_mode``), ``shadow`` (evaluator
         traffic: not counted in the user metrics), ``variant``, ``route`` (override),
-        ``return_documents``, ``denoise`` (default ``search.denoise``)). Raises :class:`InvalidRequest` for a
-        bad request."""
+        ``return_documents``). Raises :class:`InvalidInputError` for a bad request."""
         started = time.perf_counter()
         try:
             call = SearchCall.model_validate(request)
         except ValidationError as exc:
-            raise InvalidRequest("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+            raise InvalidInputError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
         if not call.query.strip():
-            raise InvalidRequest("query must not be empty")
+            raise EmptyInputError("query must not be empty")
         if self.rerankers[call.variant] is None:
-            raise InvalidRequest(f"variant {call.variant!r} is not configured (no canary reranker)")
+            raise InvalidInputError(f"variant {call.variant!r} is not configured (no canary reranker)")
         top_n = call.top_n or self.policy.top_n
         if top_n > self.settings.limits.max_top_n:
-            raise InvalidRequest(f"top_n must be ≤ {self.settings.limits.max_top_n}, got {top_n}")
+            raise InvalidInputError(f"top_n must be ≤ {self.settings.limits.max_top_n}, got {top_n}")
         mode = call.mode or self.settings.search.default_mode
         policy = replace(self.policy, top_n=top_n, k_low=min(max(self.policy.k_low, top_n), self.policy.k_high))
         denoise = call.denoise or self.settings.search.denoise
         if denoise == "llm" and self.rewriter is None:
-            raise InvalidRequest("denoise 'llm' is not configured on this server (search.denoise_llm)")
+            raise InvalidInputError("denoise 'llm' is not configured on this server (search.denoise_llm)")
         ranked = await search(call.query, mode, self._models(call), policy, call.route or self.route, denoise)
         facts = await self._facts(call.variant)
         outcome = SearchOutcome.build(ranked, call, top_n=top_n, mode=mode, facts=facts,
@@ -115,7 +114,7 @@ class Searcher:
         work: the live Δ-margin probes' similarity (:mod:`serve.quality.probes`)."""
         reranker = self.rerankers[variant]
         if reranker is None:
-            raise InvalidRequest(f"variant {variant!r} is not configured (no canary reranker)")
+            raise InvalidInputError(f"variant {variant!r} is not configured (no canary reranker)")
         return [np.asarray((await reranker.score.remote(query, texts, shadow=True))["keys"], dtype=np.float32)
                 for query, texts in items]
 

@@ -22,9 +22,10 @@ from ray import serve
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool
 from steadyrank.retrieval.shards import ShardAnswer, answer_from_store, open_shard, scatter_gather
-from steadyrank.serve.app.deployments.common import InvalidRequest, model_executor, run_in
+from steadyrank.serve.app.deployments.common import model_executor, run_in
 from steadyrank.serve.app.deployments.retriever import EmbedderIdentity
 from steadyrank.serve.app.settings import Settings, load_settings
+from steadyrank.serve.runtime.errors import InvalidInputError
 from steadyrank.serve.telemetry import Recorder
 
 SHARD_RESOURCE_AMOUNT = 0.001
@@ -78,7 +79,7 @@ class RetrieverShard:
             return answer_from_store(self.store, query, mode=mode, depth=depth, vector=vector,
                                      with_vectors=with_vectors)
         except ValueError as exc:
-            raise InvalidRequest(str(exc)) from None
+            raise InvalidInputError(str(exc)) from None
 
 
 @serve.deployment(name="Retriever")
@@ -103,7 +104,7 @@ class ShardedRetriever:
                      with_vectors: bool = False) -> CandidatePool:
         """Scatter to every shard, merge exactly (see the module docstring)."""
         if mode != "bm25" and vector is None:
-            raise InvalidRequest(f"mode {mode!r} needs the query vector")
+            raise InvalidInputError(f"mode {mode!r} needs the query vector")
         s, index = self.search_settings, self.index_settings
         started = time.perf_counter()
         calls = [lambda shard=shard: shard.search.remote(query, vector, mode, depth, with_vectors)

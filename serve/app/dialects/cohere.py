@@ -17,8 +17,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from steadyrank.serve.app.dialects.contract import limited
-from steadyrank.serve.app.dialects.ranking import served_order, tie_facts
 from steadyrank.serve.app.protocol import DocumentText, PositiveInteger, Query, RerankMeta
+from steadyrank.serve.contracts import RerankOutcome
 
 DOCUMENTS_PER_SEARCH_UNIT = 100  # Cohere bills one search unit per query and ≤ 100 documents
 
@@ -68,16 +68,16 @@ class RerankV2Response(BaseModel):
     meta: RerankV2Meta
 
 
-def v2_response(out: dict[str, Any], top_n: int | None, cut: list[int]) -> dict[str, Any]:
+def v2_response(out: RerankOutcome, top_n: int | None, cut: list[int]) -> dict[str, Any]:
     """The v2 response of one internal ranking (``Reranker.rerank``'s result)."""
-    scores = out["scores"]
+    scores = out.scores
     n = len(scores)
     return {
         "id": str(uuid.uuid4()),
-        "results": [{"index": i, "relevance_score": float(scores[i])} for i in served_order(out, top_n)],
+        "results": [{"index": i, "relevance_score": float(scores[i])} for i in out.served_order(top_n)],
         "meta": {
             "api_version": {"version": "2"},
             "billed_units": {"search_units": max(1, math.ceil(n / DOCUMENTS_PER_SEARCH_UNIT))},
-            "steadyrank": {**tie_facts(out), "model": out["model"], "cut_to_max_tokens": cut},
+            "steadyrank": {**out.tie_facts(), "model": out.model, "cut_to_max_tokens": cut},
         },
     }

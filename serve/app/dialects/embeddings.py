@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from steadyrank.serve.app.errors import BadRequest
+from steadyrank.serve.runtime.errors import InvalidInputError
 
 
 def check_dimensions(dimensions: int | None, dim: int, matryoshka: bool, model: str) -> None:
     if dimensions is None or dimensions == dim:
         return
     if not matryoshka:
-        raise BadRequest(f"dimensions: {model} has {dim} dimensions and is not declared Matryoshka "
+        raise InvalidInputError(f"dimensions: {model} has {dim} dimensions and is not declared Matryoshka "
                          f"(served.embedder.matryoshka), so it cannot be shortened; got {dimensions}")
     if not 1 <= dimensions <= dim:
-        raise BadRequest(f"dimensions: must be between 1 and {dim}, got {dimensions}")
+        raise InvalidInputError(f"dimensions: must be between 1 and {dim}, got {dimensions}")
 
 
 def shorten(vectors: np.ndarray, dimensions: int | None) -> np.ndarray:

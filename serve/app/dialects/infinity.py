@@ -15,9 +15,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from steadyrank.serve.app.dialects.contract import limited
-from steadyrank.serve.app.dialects.ranking import served_order
 from steadyrank.serve.app.dialects.tei import _refuse_true
 from steadyrank.serve.app.protocol import DocumentText, Flag, PositiveInteger, Query
+from steadyrank.serve.contracts import RerankOutcome
 
 
 class InfinityRerankRequest(BaseModel):
@@ -53,14 +53,14 @@ def dialect_of(body: Any) -> Literal["tei", "infinity"]:
     return "infinity" if isinstance(body, dict) and "documents" in body and "texts" not in body else "tei"
 
 
-def rerank_response(out: dict[str, Any], documents: list[str], top_n: int | None,
+def rerank_response(out: RerankOutcome, documents: list[str], top_n: int | None,
                     return_documents: bool | None) -> dict[str, Any]:
-    scores = out["scores"]
+    scores = out.scores
     data = []
-    for i in served_order(out, top_n):
+    for i in out.served_order(top_n):
         item: dict[str, Any] = {"index": i, "relevance_score": float(scores[i])}
         if return_documents:
             item["document"] = documents[i]
         data.append(item)
-    return {"object": "rerank", "id": str(uuid.uuid4()), "created": int(time.time()), "model": out["model"],
+    return {"object": "rerank", "id": str(uuid.uuid4()), "created": int(time.time()), "model": out.model,
             "data": data}

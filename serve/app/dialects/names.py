@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from steadyrank.serve.app.errors import NotFound
+from steadyrank.serve.runtime.errors import NotFoundError
 
 Task = Literal["reranker", "embedder"]
 
@@ -39,10 +39,10 @@ class ServedNames:
         return self.reranker if task == "reranker" else self.embedder
 
     def resolve(self, task: Task, requested: str | None) -> str:
-        """The served id for ``requested`` (None = the served model); :class:`NotFound` listing the
+        """The served id for ``requested`` (None = the served model); :class:`NotFoundError` listing the
         accepted names for any other name."""
         names = self.names(task)
         if requested is None or requested in names:
             return names[0]
         listed = ", ".join(repr(n) for n in names)
-        raise NotFound(f"model {requested!r} is not served here; this endpoint serves {listed}")
+        raise NotFoundError(f"model {requested!r} is not served here; this endpoint serves {listed}")

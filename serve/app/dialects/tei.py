@@ -9,20 +9,20 @@ Parameters: ``return_text`` honoured; ``truncate`` omitted = the model's ``overf
 validation error); ``truncation_direction`` only the model's configured side; ``raw_scores: true``
 (raw logits) and ``normalize: false`` (unnormalised vectors) are not served — the schema allows only
 the served values and the server refuses the others with 422 naming the field. Unknown fields → 422.
-Errors have TEI's body ``{"error": message, "error_type": type}``.
+Errors have TEI's body ``{"error": message, "error_type": type, "request_id"}``
+(``serve.app.errors``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 
 from steadyrank.serve.app.dialects.contract import limited
-from steadyrank.serve.app.dialects.ranking import served_order
-from steadyrank.serve.app.errors import ApiError, PayloadTooLarge, SchemaError
 from steadyrank.serve.app.protocol import DocumentText, EmbeddingText, ErrorResponse, Flag, Query
+from steadyrank.serve.contracts import RerankOutcome
+from steadyrank.serve.runtime.errors import InputTooLongError, SchemaError
 
 Direction = Literal["right", "left", "Right", "Left"]
 _DIRECTION = dict(json_schema_extra=limited(enum="truncation_directions"),
@@ -85,21 +85,11 @@ class TeiRank(BaseModel):
 class TeiError(BaseModel):
     error: str
     error_type: str
+    request_id: str | None = None
 
 
 class RerankPathError(RootModel[TeiError | ErrorResponse]):
     """Errors of ``POST /rerank``: TEI's body for TEI requests, steadyrank's for Infinity's."""
-
-
-_ERROR_TYPES = {400: "validation", 401: "unauthorized", 404: "not_found", 413: "validation", 422: "validation",
-                503: "overloaded", 504: "backend", 500: "backend"}
-
-
-def error_response(exc: ApiError) -> JSONResponse:
-    """An error as TEI writes it: ``{"error", "error_type"}`` (status and headers kept)."""
-    kind = "empty" if exc.status == 400 and exc.message.endswith("must not be empty") else \
-        _ERROR_TYPES.get(exc.status, "backend")
-    return JSONResponse({"error": exc.message, "error_type": kind}, status_code=exc.status, headers=exc.headers)
 
 
 def directions(side: str) -> list[str | None]:
@@ -115,14 +105,14 @@ def check_direction(direction: str | None, side: str) -> None:
 def check_untruncated(truncate: bool | None, cut: list[int], field: str, max_length: int) -> None:
     """``truncate: false`` refuses inputs longer than the model's ``max_length`` tokens (TEI's 413)."""
     if truncate is False and cut:
-        raise PayloadTooLarge(f"{field}[{cut[0]}] is longer than the model's max_length of {max_length} tokens "
+        raise InputTooLongError(f"{field}[{cut[0]}] is longer than the model's max_length of {max_length} tokens "
                               "(send truncate: true to cut it)")
 
 
-def rerank_response(out: dict[str, Any], texts: list[str], return_text: bool | None) -> list[dict[str, Any]]:
-    scores = out["scores"]
+def rerank_response(out: RerankOutcome, texts: list[str], return_text: bool | None) -> list[dict[str, Any]]:
+    scores = out.scores
     ranks = []
-    for i in served_order(out, None):
+    for i in out.served_order(None):
         item: dict[str, Any] = {"index": i, "score": float(scores[i])}
         if return_text:
             item["text"] = texts[i]

@@ -1,0 +1,104 @@
+"""``create_app(services) -> FastAPI``: the whole HTTP layer, built around given components.
+
+The Ray Serve ``Ingress`` deployment mounts it (:mod:`serve.app.ingress`); the in-process tests
+(tests/http) build it around fake components and call it with an HTTP client, without Ray.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from steadyrank.serve.app.admission import RefusalPacer
+from steadyrank.serve.app.dialects import contract, tei
+from steadyrank.serve.app.errors import render, schema_error
+from steadyrank.serve.app.http.deps import Keys
+from steadyrank.serve.app.http.gateway import Gateway
+from steadyrank.serve.app.http.middleware import RequestContext, _path
+from steadyrank.serve.app.http.routers import cohere, health, native, quality
+from steadyrank.serve.app.http.routers import tei as tei_router
+from steadyrank.serve.app.http.scoring import Scoring
+from steadyrank.serve.app.http.services import Gate, Services
+from steadyrank.serve.runtime.errors import (
+    ErrorKind,
+    MethodNotAllowedError,
+    NotFoundError,
+    SteadyrankError,
+)
+
+logger = logging.getLogger("steadyrank.http")
+
+
+def create_app(services: Services) -> FastAPI:
+    """The FastAPI application serving ``services`` (routes, middleware, error handlers, the OpenAPI
+    schema with the running limits). Its ``state`` holds ``services``, ``keys``, ``gate``
+    (admission), ``gateway``, ``scoring`` and the readiness cache ``ready``."""
+    settings = services.settings
+    limits = settings.limits
+    app = FastAPI(title="steadyrank",
+                  description="Reranking middleware with High-Precision Scoring, tie facts and dynamic-K search.",
+                  version="0.1.0")
+    gate = Gate(pacer=RefusalPacer(limits.refusals_per_s, limits.refusal_max_wait_s), headroom=limits.admission_headroom)
+    gateway = Gateway(services, gate)
+    app.state.services = services
+    app.state.keys = Keys.from_settings(settings.auth)
+    app.state.gate = gate
+    app.state.gateway = gateway
+    app.state.scoring = Scoring(services, gateway)
+    app.state.ready = health.ReadyCache()
+    for router in (native.router, cohere.router, tei_router.router, health.router, quality.router):
+        app.include_router(router)
+    model_of = {"rerank": services.names.reranker[0], "rerank_v2": services.names.reranker[0],
+                "rerank_tei": services.names.reranker[0], "embeddings": services.names.embedder[0],
+                "embed_tei": services.names.embedder[0], "search": "pipeline"}
+    app.add_middleware(RequestContext, model_of=model_of)
+    _install_error_handlers(app)
+    values = contract.contract_values(limits, services.names)
+    values["truncation_directions"] = [*tei.directions(settings.reranker_model.truncation_side), None]
+    contract.install(app, values)
+    return app
+
+
+def _request_id(request: Request) -> str | None:
+    return getattr(request.state, "request_id", None)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    """Every error becomes the body of its kind in the route's dialect (:mod:`serve.app.errors`);
+    an overload 503 of a scoring route is first paced (:class:`~serve.app.admission.RefusalPacer`)."""
+
+    @app.exception_handler(SteadyrankError)
+    async def domain(request: Request, exc: SteadyrankError) -> JSONResponse:
+        if exc.kind is ErrorKind.OVERLOADED and getattr(request.state, "record", False):
+            wait = request.app.state.gate.pacer.wait(time.monotonic())
+            if wait > 0:
+                await asyncio.sleep(wait)
+        return render(exc, _request_id(request), getattr(request.state, "dialect", "native"))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return render(schema_error(exc), _request_id(request), getattr(request.state, "dialect", "native"))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code in (404, 405):
+            logger.debug("%s %s: %s", request.method, _path(request.scope), exc.status_code)
+            error: SteadyrankError
+            if exc.status_code == 404:
+                error = NotFoundError(f"Not Found: {request.method} {_path(request.scope)}")
+            else:
+                error = MethodNotAllowedError(f"Method Not Allowed: {request.method} {_path(request.scope)}")
+            response = render(error, _request_id(request))
+            if exc.status_code == 405 and exc.headers:
+                response.headers.update(exc.headers)
+            return response
+        from steadyrank.serve.runtime.errors import InvalidInputError
+
+        return render(InvalidInputError(str(exc.detail)), _request_id(request))
+

@@ -1,0 +1,175 @@
+"""Route dependencies: the API key, and the admitted body of a scoring request.
+
+Order of a scoring request (every step answers before the next costs anything):
+
+1. the API key (constant time over every configured key; 401);
+2. refusal before the body: the server drains (503), this replica has ``limits.max_in_flight``
+   requests in flight (503), or the endpoint's model has so much work queued that the units the
+   ``Content-Length`` holds would be refused (503; :meth:`WorkQueue.units_in`);
+3. the body, read under a size cap (413) and a read deadline measured from the request's arrival
+   (``limits.body_timeout_s``; 408): a slowly sent body holds no slot;
+4. an in-flight slot, taken once the body is read (503 when the replicas's slots filled meanwhile),
+   held until the handler returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from starlette.requests import Request
+
+from steadyrank.serve.app.http.gateway import declared_size
+from steadyrank.serve.runtime.errors import (
+    EmptyInputError,
+    InputTooLongError,
+    OverloadedError,
+    ReadTimeoutError,
+    SteadyrankError,
+    UnauthorisedError,
+    UnavailableError,
+)
+
+Role = Literal["open", "user", "admin"]
+
+#: The model deployment each scoring endpoint sends all its work to, for refusing before the body is
+#: read. ``rerank_tei`` is left out: its error shape (TEI or Infinity) is known only from its body.
+MODEL_OF_ENDPOINT = {"rerank": "reranker", "rerank_v2": "reranker", "embeddings": "embedder", "embed_tei": "embedder"}
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The accepted bearer keys; ``admin`` ones are accepted everywhere and may do more
+    (``X-Golden-Query-Id`` for any query). No key at all = every route open."""
+
+    user: tuple[bytes, ...]
+    admin: tuple[bytes, ...] = ()
+
+    @classmethod
+    def from_settings(cls, auth: Any) -> Keys:
+        admin = tuple(k.encode("utf-8") for k in auth.resolved_admin_keys())
+        return cls(tuple(k.encode("utf-8") for k in auth.resolved_keys()), admin)
+
+    @property
+    def open(self) -> bool:
+        return not self.user and not self.admin
+
+    def role(self, authorization: str | None) -> Role | None:
+        """The role of an ``Authorization`` header (None: refused). Every key is compared, in
+        constant time, whatever matches."""
+        if self.open:
+            return "open"
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        presented = token.strip().encode("utf-8")
+        user = admin = False
+        for key in self.user:
+            user |= hmac.compare_digest(presented, key)
+        for key in self.admin:
+            admin |= hmac.compare_digest(presented, key)
+        return "admin" if admin else "user" if user else None
+
+
+def authorised(request: Request) -> Role:
+    """Dependency: the caller's role; 401 without a valid key (when keys are configured)."""
+    keys: Keys = request.app.state.keys
+    header = request.headers.get("authorization")
+    role = keys.role(header)
+    if role is None:
+        scheme, _, token = (header or "").partition(" ")
+        missing = scheme.lower() != "bearer" or not token.strip()
+        raise UnauthorisedError("missing API key: send 'Authorization: Bearer <key>'" if missing else "invalid API key")
+    return role
+
+
+def caller_role(request: Request) -> Role | None:
+    """Dependency: the caller's role, or None (no 401: the route answers less instead)."""
+    return request.app.state.keys.role(request.headers.get("authorization"))
+
+
+def endpoint(name: str, dialect: str = "native", record: bool = True) -> Callable[[Request], None]:
+    """Dependency: names the route for the request metrics and its error dialect (``request.state``)."""
+
+    def mark(request: Request) -> None:
+        request.state.endpoint = name
+        request.state.dialect = dialect
+        request.state.record = record
+
+    return mark
+
+
+def refusal(request: Request, name: str) -> tuple[str, SteadyrankError] | None:
+    """Why a new scoring request is refused before its body is read (drop reason, error), or None."""
+    app = request.app.state
+    gate, gateway, limits = app.gate, app.gateway, app.services.settings.limits
+    if gate.draining:
+        return "shutting_down", UnavailableError("server shutting down: not taking new requests",
+                                                 retry_after_s=limits.retry_after_s)
+    if gate.in_flight >= limits.max_in_flight:
+        return "overloaded", OverloadedError(f"server at capacity ({limits.max_in_flight} requests in flight); "
+                                             "retry later", retry_after_s=limits.retry_after_s)
+    model = MODEL_OF_ENDPOINT.get(name)
+    if model is None:
+        return None
+    queue = gate.work[model]
+    units = queue.units_in(declared_size(request))
+    if queue.refusal(units, limits.request_timeout_s) is None:  # a request's own deadline is never longer
+        return None
+    refused = gateway.work_refusal(model, units, gateway.deadline(request))
+    return None if refused is None else ("overloaded", refused)
+
+
+async def read_body(request: Request, limit: int, ends: float) -> bytes:
+    """The body, at most ``limit`` bytes (413 beyond), whole before ``ends`` (``time.monotonic``;
+    408 after)."""
+    declared = declared_size(request)
+    if declared is not None and declared > limit:
+        raise InputTooLongError(f"request body of {declared} bytes exceeds the limit of {limit} bytes")
+
+    async def read() -> bytes:
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise InputTooLongError(f"request body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    try:
+        body = await asyncio.wait_for(read(), timeout=max(0.0, ends - time.monotonic()))
+    except asyncio.TimeoutError:
+        raise ReadTimeoutError("the request body did not arrive within the read deadline") from None
+    if not body.strip():
+        raise EmptyInputError("request body is empty: send a JSON object")
+    return body
+
+
+def admitted_body(name: str) -> Callable[[Request], AsyncIterator[bytes]]:
+    """Dependency of a scoring route: its body, read after the checks of the module docstring, with
+    an in-flight slot held until the handler returns."""
+
+    async def admit(request: Request) -> AsyncIterator[bytes]:
+        app = request.app.state
+        gate, limits, recorder = app.gate, app.services.settings.limits, app.services.recorder
+        refused = refusal(request, name)
+        if refused is None:
+            arrived = request.scope.get("state", {}).get("arrived", time.monotonic())
+            body = await read_body(request, limits.max_body_bytes, arrived + limits.body_timeout_s)
+            refused = refusal(request, "")  # the slots filled while the body arrived
+        if refused is not None:
+            recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason=refused[0])
+            raise refused[1]
+        gate.in_flight += 1
+        recorder.set("steadyrank_in_flight_requests", gate.in_flight)
+        try:
+            yield body
+        finally:
+            gate.in_flight -= 1
+            recorder.set("steadyrank_in_flight_requests", gate.in_flight)
+
+    return admit

@@ -1,0 +1,190 @@
+"""The gateway between the routes and the components: deadlines, work-based admission, the repeat of
+a call whose replica died, and the map from what a call raised to a domain error.
+
+Every call goes through :meth:`Gateway.call` under its deadline (seconds):
+
+- a call whose replica died under it (``RayActorError``: ``ActorDiedError``,
+  ``ActorUnavailableError``) is made again, after 0.1 s, while the deadline allows: Serve routes it
+  to a live or replacement replica. Every call made here only reads (scoring, search, reports), so a
+  repeat is safe; repeats are counted in ``steadyrank_request_retries_total{reason="replica_lost"}``;
+- what the call raised becomes a :class:`~serve.runtime.errors.SteadyrankError` of its kind: the
+  domain error a replica raised (out of Ray's wrappers) as it is; the deadline passing →
+  ``deadline_exceeded``; Serve's full queue (``BackPressureError``) → ``overloaded``; a deployment
+  without replicas → ``unavailable``; an index shard that did not answer → ``shard_unavailable``.
+  Anything else is a bug and propagates (a JSON 500 with the request id).
+
+:meth:`Gateway.model_call` adds work-based admission (:mod:`serve.app.admission`) for the model
+deployments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+
+from steadyrank.serve.app.http.services import Gate, Services
+from steadyrank.serve.runtime.errors import (
+    DeadlineExceeded,
+    InvalidInputError,
+    OverloadedError,
+    ShardUnavailable,
+    SteadyrankError,
+    UnavailableError,
+)
+
+logger = logging.getLogger("steadyrank.http")
+
+#: Seconds the awaits of side calls get (model facts, the metrics render, a mirror hand-off).
+SIDE_CALL_TIMEOUT_S = 10.0
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The exception a replica raised, out of Ray's wrappers (``RayTaskError.cause``)."""
+    seen = 0
+    while getattr(exc, "cause", None) is not None and seen < 5:
+        exc = exc.cause  # type: ignore[attr-defined]
+        seen += 1
+    return exc
+
+
+def replica_lost(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what it wraps) says the replica serving the call died or became
+    unreachable (``RayActorError``: ``ActorDiedError``, ``ActorUnavailableError``)."""
+    from ray.exceptions import RayActorError
+
+    seen = 0
+    while exc is not None and seen < 6:
+        if isinstance(exc, RayActorError):
+            return True
+        exc = getattr(exc, "cause", None) or exc.__cause__
+        seen += 1
+    return False
+
+
+def domain_error(exc: BaseException, deadline_s: float, retry_after_s: int) -> SteadyrankError | None:
+    """The domain error ``exc`` (raised by a deployment call) stands for, or None for a bug."""
+    from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
+
+    from steadyrank.retrieval.shards import ShardUnavailableError
+
+    cause = root_cause(exc)
+    if isinstance(cause, SteadyrankError):
+        if isinstance(cause, DeadlineExceeded):
+            return DeadlineExceeded(f"request took longer than its deadline of {deadline_s:g} s")
+        return cause
+    if isinstance(exc, asyncio.TimeoutError) or isinstance(cause, asyncio.TimeoutError):
+        return DeadlineExceeded(f"request took longer than its deadline of {deadline_s:g} s")
+    if isinstance(cause, BackPressureError) or isinstance(exc, BackPressureError):
+        return OverloadedError("server overloaded: too many queued requests; retry later", retry_after_s=retry_after_s)
+    if isinstance(cause, DeploymentUnavailableError) or isinstance(exc, DeploymentUnavailableError):
+        return UnavailableError("a deployment is unavailable; retry later", retry_after_s=retry_after_s)
+    if isinstance(cause, ShardUnavailableError):
+        return ShardUnavailable(f"index shard unavailable: {cause}", retry_after_s=retry_after_s)
+    return None
+
+
+class Gateway:
+    """Deadlines, admission, retries and error mapping for one ingress replica's calls."""
+
+    def __init__(self, services: Services, gate: Gate) -> None:
+        self.services = services
+        self.gate = gate
+        self.limits = services.settings.limits
+        self.facts: dict[str, dict[str, Any]] = {}
+        self.background: set[asyncio.Task] = set()
+
+    def deadline(self, request: Request) -> float:
+        """The request's deadline in seconds: ``limits.request_timeout_s``, or less when the client
+        asks for less with ``X-Request-Timeout``."""
+        limit = self.limits.request_timeout_s
+        header = request.headers.get("x-request-timeout")
+        if header is None:
+            return limit
+        try:
+            asked = float(header)
+        except ValueError:
+            raise InvalidInputError(f"X-Request-Timeout must be a number of seconds, got {header[:32]!r}") from None
+        if not asked > 0:
+            raise InvalidInputError("X-Request-Timeout must be > 0")
+        return min(asked, limit)
+
+    async def call(self, deadline: float, call: Callable[[], Awaitable[Any]]) -> Any:
+        """Await ``call()`` under ``deadline`` seconds (see the module docstring)."""
+        ends = time.monotonic() + deadline
+        while True:
+            try:
+                return await asyncio.wait_for(call(), timeout=max(0.0, ends - time.monotonic()))
+            except Exception as exc:
+                if replica_lost(exc) and time.monotonic() < ends:
+                    self.services.recorder.inc("steadyrank_request_retries_total", reason="replica_lost")
+                    await asyncio.sleep(min(0.1, max(0.0, ends - time.monotonic())))  # let Serve see the loss
+                    continue
+                mapped = domain_error(exc, deadline, self.limits.retry_after_s)
+                if mapped is None:
+                    raise
+                raise mapped from None
+
+    def work_refusal(self, model: str, units: int, deadline: float) -> OverloadedError | None:
+        """The 503 for a request of ``units`` at ``model`` that work-based admission refuses, or None."""
+        queue = self.gate.work[model]
+        retry_after = queue.refusal(units, deadline)
+        if retry_after is None:
+            return None
+        return OverloadedError(f"server overloaded: the {model} has about {queue.predicted_wait(units):.0f} s of work "
+                               f"queued, more than this request's deadline of {deadline:g} s allows; retry later",
+                               retry_after_s=retry_after)
+
+    async def model_call(self, request: Request, model: str, units: int, deadline: float,
+                         call: Callable[[], Awaitable[Any]]) -> Any:
+        """:meth:`call` to a model deployment under work-based admission: ``units`` (documents or
+        texts) are refused at once, 503 + ``Retry-After``, when the work queued at ``model`` would
+        keep them past ``limits.admission_headroom`` × the deadline. The request's body size per
+        unit is noted first, for refusals before a body is read."""
+        queue = self.gate.work[model]
+        queue.observe_body(declared_size(request), units)
+        refused = self.work_refusal(model, units, deadline)
+        if refused is not None:
+            self.services.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason="overloaded")
+            raise refused
+        queue.start(units, time.monotonic())
+        self.services.recorder.set("steadyrank_queued_work_units", queue.pending, model=model)
+        completed = False
+        try:
+            out = await self.call(deadline, call)
+            completed = True
+            return out
+        finally:
+            queue.finish(units, time.monotonic(), completed)
+            self.services.recorder.set("steadyrank_queued_work_units", queue.pending, model=model)
+
+    async def model_facts(self, name: str) -> dict[str, Any]:
+        """A model deployment's ``info()`` (id, max_length, …), asked once, under a timeout."""
+        if name not in self.facts:
+            handle = getattr(self.services, name)
+            self.facts[name] = await self.call(SIDE_CALL_TIMEOUT_S, lambda: handle.info.remote())
+        return self.facts[name]
+
+    def detach(self, coroutine: Awaitable[Any], what: str) -> None:
+        """Run ``coroutine`` on this loop, detached from the request, under :data:`SIDE_CALL_TIMEOUT_S`;
+        a failure is logged at DEBUG and dropped. Counted by ``drain`` until done."""
+
+        async def run() -> None:
+            try:
+                await asyncio.wait_for(coroutine, timeout=SIDE_CALL_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001
+                logger.debug("%s dropped: %s", what, type(root_cause(exc)).__name__)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+
+def declared_size(request: Request) -> int | None:
+    """The request's ``Content-Length`` in bytes, or None when it sends none (or not a number)."""
+    declared = request.headers.get("content-length")
+    return int(declared) if declared is not None and declared.isdigit() and len(declared) < 20 else None

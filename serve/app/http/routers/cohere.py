@@ -1,0 +1,34 @@
+"""Cohere's rerank API v2: ``POST /v2/rerank`` (``cohere.ClientV2``, langchain-cohere ``CohereRerank``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from steadyrank.serve.app.dialects import cohere
+from steadyrank.serve.app.http.deps import admitted_body, authorised, endpoint
+from steadyrank.serve.app.http.responses import JSON, body_schema, errors
+from steadyrank.serve.app.http.scoring import check_count, check_query, check_sizes, off_loop, parse
+
+router = APIRouter()
+
+
+@router.post("/v2/rerank", tags=["dialects"], openapi_extra=body_schema(cohere.RerankV2Request),
+             response_model=cohere.RerankV2Response, responses=errors(400, 401, 404, 408, 413, 422, 503, 504),
+             dependencies=[Depends(endpoint("rerank_v2")), Depends(authorised)])
+async def rerank_v2(request: Request, raw: Annotated[bytes, Depends(admitted_body("rerank_v2"))]) -> Response:
+    """Cohere v2 rerank. Every limit is checked before ``max_tokens_per_doc`` tokenises a document;
+    the tokenising runs off the event loop."""
+    app = request.app.state
+    limits = app.services.settings.limits
+    body = parse(raw, cohere.RerankV2Request)
+    texts, cut = list(body.documents), []
+    if body.max_tokens_per_doc is not None:
+        check_query(limits, body.query)
+        check_count(texts, "documents", limits.max_documents)
+        check_sizes(limits, texts, "documents")
+        texts, cut = await off_loop(app.services.reranker_tokens.cut, texts, body.max_tokens_per_doc)
+    out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model)
+    return JSON({**cohere.v2_response(out, body.top_n, cut), "id": request.state.request_id})

@@ -1,0 +1,18 @@
+"""Infinity's rerank body on TEI's path (``POST /rerank`` with ``documents``): the handler the TEI
+router hands such bodies to (:func:`rerank`); errors in steadyrank's shape."""
+
+from __future__ import annotations
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from steadyrank.serve.app.dialects import infinity
+from steadyrank.serve.app.http.responses import JSON
+from steadyrank.serve.app.http.scoring import parse
+
+
+async def rerank(request: Request, raw: bytes) -> Response:
+    body = parse(raw, infinity.InfinityRerankRequest)
+    out = await request.app.state.scoring.rerank(request, body.query, body.documents, body.top_n, body.model)
+    response = infinity.rerank_response(out, body.documents, body.top_n, body.return_documents)
+    return JSON({**response, "id": request.state.request_id})

@@ -1,0 +1,102 @@
+"""steadyrank's own routes: ``/v1/rerank`` (Cohere/Jina shape), ``/v1/search``, ``/v1/embeddings``
+(OpenAI shape), ``/v1/models``."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from steadyrank.serve.app import protocol
+from steadyrank.serve.app.dialects import embeddings as embedding_dialect
+from steadyrank.serve.app.dialects.documents import document_text
+from steadyrank.serve.app.http.deps import Role, admitted_body, authorised, endpoint
+from steadyrank.serve.app.http.responses import JSON, body_schema, errors
+from steadyrank.serve.app.http.scoring import check_count, check_query, off_loop, parse
+from steadyrank.serve.contracts import SearchCall, SearchOutcome
+from steadyrank.serve.runtime.errors import InvalidInputError
+
+router = APIRouter()
+
+
+def _texts(documents: list[Any], rank_fields: list[str] | None) -> list[str]:
+    return [document_text(d, rank_fields) for d in documents]
+
+
+@router.post("/v1/rerank", tags=["scoring"], openapi_extra=body_schema(protocol.RerankRequest),
+             response_model=protocol.RerankResponse, responses=errors(400, 401, 404, 408, 413, 422, 503, 504),
+             dependencies=[Depends(endpoint("rerank")), Depends(authorised)])
+async def rerank(request: Request, raw: Annotated[bytes, Depends(admitted_body("rerank"))]) -> Response:
+    """Cohere/Jina-shaped rerank. Results by score descending, ties by input index."""
+    app = request.app.state
+    body = parse(raw, protocol.RerankRequest)
+    check_count(body.documents, "documents", app.services.settings.limits.max_documents)  # before any rendering
+    texts = body.documents if all(isinstance(d, str) for d in body.documents) else \
+        await off_loop(_texts, body.documents, body.rank_fields)
+    out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model)
+    response = protocol.RerankResponse.build(out, body.documents, body.top_n, body.return_documents).model_dump()
+    return JSON({**response, "id": request.state.request_id})
+
+
+@router.post("/v1/search", tags=["scoring"], openapi_extra=body_schema(protocol.SearchRequest),
+             response_model=protocol.SearchResponse, responses=errors(400, 401, 408, 413, 422, 503, 504),
+             dependencies=[Depends(endpoint("search")), Depends(authorised)])
+async def search(request: Request, raw: Annotated[bytes, Depends(admitted_body("search"))],
+                 role: Annotated[Role, Depends(authorised)]) -> Response:
+    """Retrieve (dense, BM25 or hybrid), rerank with dynamic K, return the top ``top_n``."""
+    started = time.perf_counter()
+    app = request.app.state
+    limits = app.services.settings.limits
+    body = parse(raw, protocol.SearchRequest)
+    deadline = app.gateway.deadline(request)
+    check_query(limits, body.query)
+    if body.top_n is not None and body.top_n > limits.max_top_n:
+        raise InvalidInputError(f"top_n: must be ≤ {limits.max_top_n}, got {body.top_n}")
+    call = SearchCall(query=body.query, top_n=body.top_n, mode=body.mode, denoise=body.denoise,
+                      return_documents=body.return_documents, deadline=time.time() + deadline)
+    searcher = app.services.searcher
+    out: SearchOutcome = await app.gateway.call(deadline, lambda: searcher.search.remote(call))
+    payload = protocol.SearchResponse.build(out, body.return_candidates).model_dump()
+    payload["id"] = request.state.request_id
+    evaluator = app.services.evaluator
+    if evaluator is not None:
+        outcome = out.model_dump()
+        event = {"request": call.model_dump(), "query": body.query, "candidates": outcome["candidates"],
+                 "meta": outcome["meta"], "golden_query_id": request.headers.get("x-golden-query-id"),
+                 "golden_trusted": role == "admin", "latency_s": time.perf_counter() - started,
+                 "request_id": request.state.request_id}
+        app.gateway.detach(evaluator.mirror.remote(event), "mirror")
+    return JSON(payload)
+
+
+@router.post("/v1/embeddings", tags=["scoring"], openapi_extra=body_schema(protocol.EmbeddingRequest),
+             response_model=protocol.EmbeddingResponse, responses=errors(400, 401, 404, 408, 413, 422, 503, 504),
+             dependencies=[Depends(endpoint("embeddings")), Depends(authorised)])
+async def embeddings(request: Request, raw: Annotated[bytes, Depends(admitted_body("embeddings"))]) -> Response:
+    """OpenAI-shaped embeddings (L2-normalised; FP32-normalised under HPS)."""
+    app = request.app.state
+    body = parse(raw, protocol.EmbeddingRequest)
+    app.gateway.deadline(request)  # a bad X-Request-Timeout is refused before any work
+    texts = body.texts()
+    app.scoring.check_embedding_texts(texts, isinstance(body.input, str), "input")
+    names = app.services.names
+    served = names.resolve("embedder", body.model)
+    embedding_dialect.check_dimensions(body.dimensions, names.embedder_dim, names.matryoshka, served)
+    out = await app.scoring.embed(request, texts, True)
+    vectors = embedding_dialect.shorten(out["vectors"], body.dimensions)
+    response = protocol.EmbeddingResponse.build(vectors, int(out["tokens"] or 0), served, body.encoding_format)
+    return JSON(response.model_dump())
+
+
+@router.get("/v1/models", tags=["models"], response_model=protocol.ModelList, responses=errors(401),
+            dependencies=[Depends(endpoint("models", record=False)), Depends(authorised)])
+async def models(request: Request) -> Response:
+    """The served models (OpenAI-shaped list)."""
+    app = request.app.state
+    names = app.services.names
+    embedder = await app.gateway.model_facts("embedder")
+    reranker = await app.gateway.model_facts("reranker")
+    served = [("embeddings", embedder, names.embedder[1:]), ("rerank", reranker, names.reranker[1:])]
+    return JSON(protocol.ModelList.build(served).model_dump())

@@ -1,0 +1,34 @@
+"""The shadow evaluator's reports: ``GET /v1/canary`` (canary comparison) and ``GET /v1/quality`` (status)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from steadyrank.serve.app.http.deps import authorised, endpoint
+from steadyrank.serve.app.http.responses import JSON, errors
+from steadyrank.serve.runtime.errors import NotFoundError
+
+router = APIRouter()
+
+
+async def _report(request: Request, method: str) -> Response:
+    app = request.app.state
+    evaluator = app.services.evaluator
+    if evaluator is None:
+        raise NotFoundError("the shadow evaluator is off (quality.enabled: false)")
+    return JSON(await app.gateway.call(app.gateway.deadline(request), lambda: getattr(evaluator, method).remote()))
+
+
+@router.get("/v1/canary", tags=["quality"], responses=errors(400, 401, 404, 503, 504),
+            dependencies=[Depends(endpoint("canary", record=False)), Depends(authorised)])
+async def canary(request: Request) -> Response:
+    """The canary comparison of the shadow evaluator (deltas, CIs, verdict)."""
+    return await _report(request, "canary_report")
+
+
+@router.get("/v1/quality", tags=["quality"], responses=errors(400, 401, 404, 503, 504),
+            dependencies=[Depends(endpoint("quality", record=False)), Depends(authorised)])
+async def quality(request: Request) -> Response:
+    """The shadow evaluator's status: windows, counts, last success."""
+    return await _report(request, "status")

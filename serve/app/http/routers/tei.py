@@ -1,0 +1,68 @@
+"""Hugging Face Text Embeddings Inference: ``POST /rerank`` (TEI's body, or Infinity's: told apart by
+its keys) and ``POST /embed``. TEI requests get TEI's error body (``request.state.dialect``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+from pydantic_core import from_json
+
+from steadyrank.serve.app.dialects import infinity, tei
+from steadyrank.serve.app.http.deps import admitted_body, authorised, endpoint
+from steadyrank.serve.app.http.responses import JSON, body_schema, errors
+from steadyrank.serve.app.http.routers import infinity as infinity_router
+from steadyrank.serve.app.http.scoring import off_loop, parse
+
+router = APIRouter()
+
+_SCHEMA_REF = "#/components/schemas/{model}"
+
+
+def _sniff(raw: bytes) -> str:
+    """``infinity`` or ``tei`` for a body (anything unparsable is TEI's to refuse)."""
+    try:
+        return infinity.dialect_of(from_json(raw))
+    except (ValueError, RecursionError):
+        return "tei"
+
+
+@router.post("/rerank", tags=["dialects"], openapi_extra={"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"oneOf": [tei.TeiRerankRequest.model_json_schema(ref_template=_SCHEMA_REF),
+                                              infinity.InfinityRerankRequest.model_json_schema(ref_template=_SCHEMA_REF)]}}}}},
+    response_model=list[tei.TeiRank] | infinity.InfinityRerankResponse,
+    responses={**errors(401, 404), **{code: {"model": tei.RerankPathError} for code in (400, 408, 413, 422, 503, 504)}},
+    dependencies=[Depends(endpoint("rerank_tei")), Depends(authorised)])
+async def rerank(request: Request, raw: Annotated[bytes, Depends(admitted_body("rerank_tei"))]) -> Response:
+    """TEI rerank (``texts``; bare array, TEI errors) or Infinity rerank (``documents``)."""
+    if _sniff(raw) == "infinity":
+        return await infinity_router.rerank(request, raw)
+    request.state.dialect = "tei"
+    app = request.app.state
+    body = parse(raw, tei.TeiRerankRequest)
+    tei.check_direction(body.truncation_direction, app.services.settings.reranker_model.truncation_side)
+    out = await app.scoring.rerank(request, body.query, body.texts, None, None, field="texts")
+    max_length = (await app.gateway.model_facts("reranker"))["max_length"]
+    tei.check_untruncated(body.truncate, out.truncated, "texts", max_length)
+    return JSON(tei.rerank_response(out, body.texts, body.return_text))
+
+
+@router.post("/embed", tags=["dialects"], openapi_extra=body_schema(tei.TeiEmbedRequest),
+             response_model=list[list[float]],
+             responses={code: {"model": tei.TeiError} for code in (400, 401, 408, 413, 422, 503, 504)},
+             dependencies=[Depends(endpoint("embed_tei", dialect="tei")), Depends(authorised)])
+async def embed(request: Request, raw: Annotated[bytes, Depends(admitted_body("embed_tei"))]) -> Response:
+    """TEI embed: ``{inputs}`` → ``[[float]]`` (L2-normalised)."""
+    app = request.app.state
+    body = parse(raw, tei.TeiEmbedRequest)
+    tei.check_direction(body.truncation_direction, app.services.settings.embedder.truncation_side)
+    texts = body.texts()
+    app.scoring.check_embedding_texts(texts, isinstance(body.inputs, str), "inputs")
+    if body.truncate is False:
+        max_length = (await app.gateway.model_facts("embedder"))["max_length"]
+        counts = await off_loop(app.services.embedder_tokens.count, texts)
+        tei.check_untruncated(False, [i for i, c in enumerate(counts) if c > max_length], "inputs", max_length)
+    out = await app.scoring.embed(request, texts, False)
+    return JSON(np.asarray(out["vectors"], dtype=np.float32).tolist())
