@@ -225,16 +225,17 @@ def cli_page() -> str:
 
 
 def served_openapi(settings: Settings) -> dict[str, Any]:
-    """The ``/openapi.json`` a server on ``settings`` serves: the ingress' FastAPI schema with the
-    limits, model names and dimensions of those settings (model files are read, no weights loaded)."""
-    from steadyrank.serve.app import ingress
-    from steadyrank.serve.app.dialects import contract, tei
+    """The ``/openapi.json`` a server on ``settings`` serves: :func:`~serve.app.http.create_app`'s
+    schema with the limits, model names and dimensions of those settings (model files are read, no
+    weights loaded; no component is called, so none is given)."""
     from steadyrank.serve.app.dialects.names import ServedNames
+    from steadyrank.serve.app.http import Services, create_app
+    from steadyrank.serve.telemetry import MetricsStore, Recorder
 
-    values = contract.contract_values(settings.limits, ServedNames.from_settings(settings))
-    values["truncation_directions"] = [*tei.directions(settings.reranker_model.truncation_side), None]
-    contract.install(ingress.app, values)
-    return ingress.app.openapi()
+    services = Services(settings=settings, names=ServedNames.from_settings(settings),
+                        recorder=Recorder(MetricsStore(), flush_interval_s=60),
+                        searcher=None, embedder=None, reranker=None, hub=None)
+    return create_app(services).openapi()
 
 
 _CONSTRAINTS = ("minLength", "maxLength", "minItems", "maxItems", "minimum", "maximum", "exclusiveMinimum",
