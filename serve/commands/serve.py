@@ -120,6 +120,15 @@ def _ensure_index_in_child(settings: Any) -> Path:
         return pool.submit(ensure_index, settings, _progress).result()
 
 
+def _precision_line(settings: Settings) -> str:
+    """``embedder auto → bf16 (CPU has AMX-BF16); reranker …``: what each model runs in and why."""
+    from steadyrank.serve.runtime.precision import choose_for
+
+    models = {"embedder": settings.embedder, "reranker": settings.reranker, "canary": settings.canary}
+    return "; ".join(f"{name} {choose_for(m.precision, m.device, m.backend).line()}"
+                     for name, m in models.items() if m is not None)
+
+
 def run(args: argparse.Namespace) -> int:
     from steadyrank.serve.app.builder import resolve_settings
     from steadyrank.serve.app.default import ensure_index, index_exists
@@ -135,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"steadyrank: settings from {source}", file=sys.stderr)
     index = ensure_index(settings) if index_exists(settings) else _ensure_index_in_child(settings)
     print(f"steadyrank: index at {index}", file=sys.stderr)
+    print(f"steadyrank: precision: {_precision_line(settings)}", file=sys.stderr)
     if args.check:
         print(f"steadyrank: settings valid; deployments reserve {reserved:g} CPUs; would listen on http://{host}:{port}")
         return 0
