@@ -165,8 +165,16 @@ class Peer:
 
 
 PEER_NAMES = ("infinity", "infinity-optimum", "steadyrank", "steadyrank-proxy")
-#: steadyrank precision → Infinity's ``--dtype`` at the same precision (int8: Infinity's own int8 mode)
+#: steadyrank precision → Infinity's ``--dtype`` at the same precision (int8: Infinity's own int8 mode;
+#: auto: what steadyrank's auto picks on this machine, see :func:`infinity_dtype_for`)
 INFINITY_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
+
+
+def infinity_dtype_for(precision: str) -> str:
+    """Infinity's ``--dtype`` for steadyrank's ``precision`` (``auto`` resolved on this CPU first)."""
+    from steadyrank.serve.runtime.precision import choose_for
+
+    return INFINITY_DTYPES[choose_for(precision, "cpu").precision]
 
 
 def _infinity_env(threads: int) -> dict[str, str]:
@@ -338,6 +346,7 @@ def run_peer(peer: Peer, port: int, queries: list[str], passages: list[str], arg
     running = Running(peer, port, workdir / f"{peer.name}.log", args.start_timeout)
     try:
         log(f"{peer.name}: first rerank answered {running.cold_start_s:.1f} s after launch")
+        models = served_models(running)
         time.sleep(args.settle_s)
         machine_before = psutil.cpu_times()
         tree_cpu = running.sampler.cpu_percent(args.idle_s)
@@ -356,7 +365,18 @@ def run_peer(peer: Peer, port: int, queries: list[str], passages: list[str], arg
     finally:
         code = running.stop()
     footprint["exit_code_after_sigterm"] = code
-    return {"rows": results, "footprint": footprint, "log": str(running.log_path)}
+    return {"rows": results, "footprint": footprint, "log": str(running.log_path), "models": models}
+
+
+def served_models(running: Running) -> Any:
+    """The server's model list (``/v1/models`` or Infinity's ``/models``): what precision it runs."""
+    import httpx
+
+    path = "/v1/models" if running.peer.rerank_path.startswith("/v1") else "/models"
+    try:
+        return httpx.get(f"{running.url}{path}", timeout=10).json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def ratio(a: float, b: float) -> float:
@@ -374,7 +394,7 @@ def main() -> None:
                         help="where the cross-encoder is saved once (default %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads per model (default %(default)s)")
     parser.add_argument("--batch-size", type=int, default=32, help="Infinity --batch-size (default %(default)s)")
-    parser.add_argument("--precision", choices=sorted(INFINITY_DTYPES), default="fp32",
+    parser.add_argument("--precision", choices=["auto", *sorted(INFINITY_DTYPES)], default="fp32",
                         help="steadyrank's precision for both models, always with HPS (default %(default)s)")
     parser.add_argument("--infinity-dtype", choices=sorted(set(INFINITY_DTYPES.values())), default=None,
                         help="Infinity's --dtype (default: the one matching --precision)")
@@ -429,7 +449,7 @@ def main() -> None:
     cross = build_cross_encoder(args.cache_dir)
     log(f"{len(passages)} passages of 60–120 words, {len(queries)} queries; cross-encoder {cross}")
     workdir = Path(tempfile.mkdtemp(prefix="bench-peers-"))
-    infinity_dtype = args.infinity_dtype or INFINITY_DTYPES[args.precision]
+    infinity_dtype = args.infinity_dtype or infinity_dtype_for(args.precision)
     facts = run_facts()
     peers: dict[str, Any] = {}
     for name in names:
