@@ -81,3 +81,14 @@ def test_this_machine_resolves_from_its_own_flags() -> None:
     """On this machine, CPU-only: auto is bf16 exactly when /proc/cpuinfo names a BF16 unit."""
     choice = choose_for("auto", "cpu")
     assert choice.precision == ("bf16" if cpu_bf16_unit(cpu_flags()) else "fp32")
+
+
+def test_serve_start_line_names_each_models_choice() -> None:
+    from steadyrank.serve.app.settings import load_settings
+    from steadyrank.serve.commands.serve import _precision_line
+
+    auto = choose_for("auto", "cpu").line()
+    assert _precision_line(load_settings({"embedder": {"device": "cpu"}})) == f"embedder {auto}"
+    settings = load_settings({"embedder": {"device": "cpu", "precision": "fp32"},
+                              "reranker": {"path": "/models/r", "device": "cpu", "precision": "int8"}})
+    assert _precision_line(settings).startswith("embedder fp32 (set in the settings); reranker int8 (dynamic int8")
