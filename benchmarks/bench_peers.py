@@ -11,13 +11,19 @@ Run::
 
 Models: the cross-encoder is the bundled all-MiniLM-L6-v2 body with a seeded (``torch.manual_seed``)
 1-logit head, a ``BertForSequenceClassification`` saved once under ``--cache-dir``; the embedder
-is the bundled all-MiniLM-L6-v2. Both servers run them in FP32 on the CPU:
+is the bundled all-MiniLM-L6-v2. Both servers run them at ``--precision`` on the CPU (default FP32;
+``bf16``/``auto``: steadyrank BF16+HPS against Infinity ``--dtype bfloat16``; ``int8``: steadyrank's
+dynamic int8 against Infinity's ``--dtype int8``; ``--infinity-dtype`` overrides Infinity's):
 
 - Infinity: ``infinity_emb v2 --model-id CROSS --model-id EMB --engine torch --device cpu
   --dtype float32 --batch-size 32 --served-model-name cross-encoder --served-model-name embedder``
   (``HF_HUB_OFFLINE=1``), torch threads capped by
   ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` = ``--threads``;
-- steadyrank: ``steadyrank serve --config`` a generated settings file: the same two models in FP32,
+- ``infinity-optimum``: Infinity's optimum engine (ONNX Runtime) on the cross-encoder only (rerank
+  rows), from a ``model.onnx`` exported once beside a copy of it (``optimum-cli export onnx --task
+  text-classification``, from Infinity's venv: ``pip install "infinity-emb[optimum]"``), started
+  with ``--model-id .`` from that folder;
+- steadyrank: ``steadyrank serve --config`` a generated settings file: the same two models at ``--precision``,
   ``torch_threads`` = ``--threads`` on the Reranker and Embedder, the shadow evaluator off, every
   other setting at its default (what a user gets). Its Ray runs in a temporary folder of its own
   (``RAY_TMPDIR``), so its processes are told apart from any other Ray on the machine.
