@@ -11,13 +11,19 @@ Run::
 
 Models: the cross-encoder is the bundled all-MiniLM-L6-v2 body with a seeded (``torch.manual_seed``)
 1-logit head, a ``BertForSequenceClassification`` saved once under ``--cache-dir``; the embedder
-is the bundled all-MiniLM-L6-v2. Both servers run them in FP32 on the CPU:
+is the bundled all-MiniLM-L6-v2. Both servers run them at ``--precision`` on the CPU (default FP32;
+``bf16``/``auto``: steadyrank BF16+HPS against Infinity ``--dtype bfloat16``; ``int8``: steadyrank's
+dynamic int8 against Infinity's ``--dtype int8``; ``--infinity-dtype`` overrides Infinity's):
 
 - Infinity: ``infinity_emb v2 --model-id CROSS --model-id EMB --engine torch --device cpu
   --dtype float32 --batch-size 32 --served-model-name cross-encoder --served-model-name embedder``
   (``HF_HUB_OFFLINE=1``), torch threads capped by
   ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` = ``--threads``;
-- steadyrank: ``steadyrank serve --config`` a generated settings file: the same two models in FP32,
+- ``infinity-optimum``: Infinity's optimum engine (ONNX Runtime) on the cross-encoder only (rerank
+  rows), from a ``model.onnx`` exported once beside a copy of it (``optimum-cli export onnx --task
+  text-classification``, from Infinity's venv: ``pip install "infinity-emb[optimum]"``), started
+  with ``--model-id .`` from that folder;
+- steadyrank: ``steadyrank serve --config`` a generated settings file: the same two models at ``--precision``,
   ``torch_threads`` = ``--threads`` on the Reranker and Embedder, the shadow evaluator off, every
   other setting at its default (what a user gets). Its Ray runs in a temporary folder of its own
   (``RAY_TMPDIR``), so its processes are told apart from any other Ray on the machine.
@@ -136,6 +142,8 @@ class Peer:
     embed_model: str | None
     ray_tmp: Path | None = None
     prepare: list[str] | None = None  # run once before the launch, not timed (steadyrank: build the index)
+    cwd: Path | None = None  # working folder of the launch (Infinity's optimum engine: the model's own)
+    rows_kinds: tuple[str, ...] = ("rerank", "embed")  # the row kinds it serves
 
     def rerank_body(self, query: str, docs: list[str]) -> dict[str, Any]:
         body: dict[str, Any] = {"query": query, "documents": docs, "return_documents": False}
@@ -161,26 +169,65 @@ class Peer:
         return found
 
 
-PEER_NAMES = ("infinity", "steadyrank", "steadyrank-proxy")
+PEER_NAMES = ("infinity", "infinity-optimum", "steadyrank", "steadyrank-proxy")
+#: steadyrank precision → Infinity's ``--dtype`` at the same precision (int8: Infinity's own int8 mode;
+#: auto: what steadyrank's auto picks on this machine, see :func:`infinity_dtype_for`)
+INFINITY_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
 
 
-def infinity_peer(binary: str, cross: Path, embedder: Path, port: int, threads: int, batch: int) -> Peer:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-           "INFINITY_ANONYMOUS_USAGE_STATS": "0", "DO_NOT_TRACK": "1"}
+def infinity_dtype_for(precision: str) -> str:
+    """Infinity's ``--dtype`` for steadyrank's ``precision`` (``auto`` resolved on this CPU first)."""
+    from steadyrank.serve.runtime.precision import choose_for
+
+    return INFINITY_DTYPES[choose_for(precision, "cpu").precision]
+
+
+def _infinity_env(threads: int) -> dict[str, str]:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+            "INFINITY_ANONYMOUS_USAGE_STATS": "0", "DO_NOT_TRACK": "1"}
+
+
+def infinity_peer(binary: str, cross: Path, embedder: Path, port: int, threads: int, batch: int,
+                  dtype: str) -> Peer:
     command = [binary, "v2", "--model-id", str(cross), "--model-id", str(embedder), "--engine", "torch",
-               "--device", "cpu", "--dtype", "float32", "--batch-size", str(batch), "--port", str(port),
+               "--device", "cpu", "--dtype", dtype, "--batch-size", str(batch), "--port", str(port),
                "--host", "127.0.0.1", "--no-bettertransformer",
                "--served-model-name", "cross-encoder", "--served-model-name", "embedder"]
-    return Peer("infinity", command, env, "/rerank", "/embeddings", "cross-encoder", "embedder")
+    return Peer("infinity", command, _infinity_env(threads), "/rerank", "/embeddings", "cross-encoder", "embedder")
 
 
-def steadyrank_peer(name: str, cross: Path, embedder: Path, port: int, threads: int, workdir: Path) -> Peer:
+def export_onnx(binary: str, cross: Path) -> Path:
+    """``cross`` with a ``model.onnx`` beside its weights (``optimum-cli export onnx --task
+    text-classification``, from Infinity's venv), made once in a sibling folder."""
+    target = cross.with_name(cross.name + "-onnx")
+    if not (target / "model.onnx").is_file():
+        cli = Path(binary).with_name("optimum-cli")
+        if not cli.is_file():
+            raise RuntimeError(f"{cli}: no such file (install infinity-emb[optimum] in Infinity's venv)")
+        subprocess.run([str(cli), "export", "onnx", "--task", "text-classification", "--model", str(cross),
+                        str(target)], check=True, env=_infinity_env(2), stdout=subprocess.DEVNULL)
+    return target
+
+
+def infinity_optimum_peer(binary: str, cross: Path, port: int, threads: int, batch: int) -> Peer:
+    """Infinity's optimum engine (ONNX Runtime, FP32) serving the cross-encoder only: it runs from the
+    exported folder with ``--model-id .`` (an absolute path fails in its ``model.onnx`` lookup)."""
+    folder = export_onnx(binary, cross)
+    command = [binary, "v2", "--model-id", ".", "--engine", "optimum", "--device", "cpu",
+               "--batch-size", str(batch), "--port", str(port), "--host", "127.0.0.1",
+               "--served-model-name", "cross-encoder"]
+    return Peer("infinity-optimum", command, _infinity_env(threads), "/rerank", "/embeddings", "cross-encoder",
+                None, cwd=folder, rows_kinds=("rerank",))
+
+
+def steadyrank_peer(name: str, cross: Path, embedder: Path, port: int, threads: int, workdir: Path,
+                    precision: str) -> Peer:
     """``steadyrank``: the default settings; ``steadyrank-proxy``: the same with ``server.ingress: proxy``
     (Ray Serve's Python proxy in front instead of HAProxy), for an A/B of the HTTP front in one run."""
     settings: dict[str, Any] = {
         "cache_dir": str(workdir / "cache"),
-        "embedder": {"path": str(embedder), "precision": "fp32"},
-        "reranker": {"path": str(cross), "precision": "fp32"},
+        "embedder": {"path": str(embedder), "precision": precision},
+        "reranker": {"path": str(cross), "precision": precision},
         "quality": {"enabled": False},
         "deployments": {"reranker": {"torch_threads": threads}, "embedder": {"torch_threads": threads}},
     }
@@ -206,7 +253,7 @@ class Running:
         launched = time.perf_counter()
         with log_path.open("wb") as out:
             self.process = subprocess.Popen(peer.command, stdout=out, stderr=subprocess.STDOUT, env=peer.env,
-                                            start_new_session=True)
+                                            start_new_session=True, cwd=peer.cwd)
         self.sampler = TreeSampler(self.process.pid, peer.extra_processes).start()
         body = peer.rerank_body("warm up", ["a short passage to score"])
         while True:
@@ -272,6 +319,8 @@ def measure(running: Running, queries: list[str], passages: list[str], args: arg
     peer = running.peer
     results: dict[str, Any] = {}
     for name, kind, items, levels in rows:
+        if kind not in peer.rows_kinds:
+            continue
         path = peer.rerank_path if kind == "rerank" else peer.embed_path
         bodies = bodies_for(peer, kind, items, queries, passages)
         for level in levels:
@@ -302,6 +351,7 @@ def run_peer(peer: Peer, port: int, queries: list[str], passages: list[str], arg
     running = Running(peer, port, workdir / f"{peer.name}.log", args.start_timeout)
     try:
         log(f"{peer.name}: first rerank answered {running.cold_start_s:.1f} s after launch")
+        models = served_models(running)
         time.sleep(args.settle_s)
         machine_before = psutil.cpu_times()
         tree_cpu = running.sampler.cpu_percent(args.idle_s)
@@ -320,7 +370,18 @@ def run_peer(peer: Peer, port: int, queries: list[str], passages: list[str], arg
     finally:
         code = running.stop()
     footprint["exit_code_after_sigterm"] = code
-    return {"rows": results, "footprint": footprint, "log": str(running.log_path)}
+    return {"rows": results, "footprint": footprint, "log": str(running.log_path), "models": models}
+
+
+def served_models(running: Running) -> Any:
+    """The server's model list (``/v1/models`` or Infinity's ``/models``): what precision it runs."""
+    import httpx
+
+    path = "/v1/models" if running.peer.rerank_path.startswith("/v1") else "/models"
+    try:
+        return httpx.get(f"{running.url}{path}", timeout=10).json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def ratio(a: float, b: float) -> float:
@@ -338,6 +399,10 @@ def main() -> None:
                         help="where the cross-encoder is saved once (default %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads per model (default %(default)s)")
     parser.add_argument("--batch-size", type=int, default=32, help="Infinity --batch-size (default %(default)s)")
+    parser.add_argument("--precision", choices=["auto", *sorted(INFINITY_DTYPES)], default="fp32",
+                        help="steadyrank's precision for both models, always with HPS (default %(default)s)")
+    parser.add_argument("--infinity-dtype", choices=sorted(set(INFINITY_DTYPES.values())), default=None,
+                        help="Infinity's --dtype (default: the one matching --precision)")
     parser.add_argument("--rows", default="all",
                         help="comma-separated row names to run: " + ", ".join(r[0] for r in ROWS) + " (default all)")
     parser.add_argument("--clients", default="", help="comma-separated client counts to keep of the "
@@ -389,19 +454,26 @@ def main() -> None:
     cross = build_cross_encoder(args.cache_dir)
     log(f"{len(passages)} passages of 60–120 words, {len(queries)} queries; cross-encoder {cross}")
     workdir = Path(tempfile.mkdtemp(prefix="bench-peers-"))
+    infinity_dtype = args.infinity_dtype or infinity_dtype_for(args.precision)
     peers: dict[str, Any] = {}
     for name in names:
         port = free_port()
-        peer = (infinity_peer(args.infinity_bin, cross, embedder, port, args.threads, args.batch_size)
-                if name == "infinity" else steadyrank_peer(name, cross, embedder, port, args.threads, workdir))
         try:
+            if name == "infinity":
+                peer = infinity_peer(args.infinity_bin, cross, embedder, port, args.threads, args.batch_size,
+                                     infinity_dtype)
+            elif name == "infinity-optimum":
+                peer = infinity_optimum_peer(args.infinity_bin, cross, port, args.threads, args.batch_size)
+            else:
+                peer = steadyrank_peer(name, cross, embedder, port, args.threads, workdir, args.precision)
             peers[name] = run_peer(peer, port, queries, passages, args, rows, workdir)
         except RuntimeError as exc:  # a server that did not start: keep the other's results
             log(f"{name}: {exc}")
             peers[name] = {"error": str(exc)}
 
 
-    inf, sr = (peers.get(name) if "rows" in peers.get(name, {}) else None for name in ("infinity", "steadyrank"))
+    reference = next((n for n in names if n.startswith("infinity")), "infinity")
+    inf, sr = (peers.get(name) if "rows" in peers.get(name, {}) else None for name in (reference, "steadyrank"))
     table = []
     keys = list(dict.fromkeys([*(inf or {}).get("rows", {}), *(sr or {}).get("rows", {})]))
     for key in keys:
@@ -419,7 +491,9 @@ def main() -> None:
         a = inf["footprint"][field] if inf else None
         b = sr["footprint"][field] if sr else None
         table.append([field, a, b, ratio(b, a) if a is not None and b is not None else None] + [None] * 9)
-    payload = {"benchmark": "bench_peers", "cpu_count": os.cpu_count(), "threads": args.threads,
+    payload = {"benchmark": "bench_peers",
+               "cpu_count": os.cpu_count(), "threads": args.threads, "precision": args.precision,
+               "infinity_dtype": infinity_dtype, "reference_peer": reference,
                "infinity_batch_size": args.batch_size, "cross_encoder": str(cross), "embedder": str(embedder),
                "window": {"duration": args.duration, "warmup": args.warmup, "max_duration": args.max_duration,
                           "drain_s": args.drain_s},

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from steadyrank.retrieval.layout import holds_index
 from steadyrank.serve.app.settings import Settings
+from steadyrank.serve.runtime.precision import precision_on_this_machine
 from steadyrank.serve.runtime.settings import ModelSettings
 
 logger = logging.getLogger("steadyrank.app")
@@ -73,7 +74,7 @@ def index_dir(settings: Settings) -> Path:
     key = json.dumps(
         {
             "corpus": _corpus_digest(corpus),
-            "embedder": [model_id, dim, settings.embedder.precision, settings.embedder.scoring,
+            "embedder": [model_id, dim, precision_on_this_machine(settings.embedder), settings.embedder.scoring,
                          settings.embedder.max_length, str(settings.embedder.model_path().resolve())],
             "dense": [index.factory, index.ef_construction, index.ef_search, index.nprobe],
             "bm25": index.bm25,

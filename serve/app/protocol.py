@@ -110,7 +110,8 @@ class RerankResult(ResponseModel):
 
 
 class RerankMeta(ResponseModel):
-    precision: str = Field(..., description="forward-pass precision of the reranker (fp32, bf16, fp16)")
+    precision: str = Field(..., description="forward-pass precision the reranker runs in (fp32, bf16, fp16, int8; "
+                                            "precision auto reports what it resolved to)")
     scoring: Literal["hps", "native"]
     tie_groups: list[list[int]] = Field(..., description="groups (≥ 2) of documents with exactly equal rank keys, in rank order")
     tie_at_cutoff: bool = Field(..., description="a tie group still straddles top_n")

@@ -23,6 +23,7 @@ from steadyrank.serve.precision.report import build_report, curves, render_table
 from steadyrank.serve.precision.scoring import PooledStore, bi_encoder_keys, pair_keys
 from steadyrank.serve.runtime import ModelSettings
 from steadyrank.serve.runtime.inspection import inspect_model, model_id
+from steadyrank.serve.runtime.precision import choose_for
 
 DEFAULT_MEASURES = ["map@3", "ndcg@10", "mrr@10"]
 
@@ -49,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "(exact FP32 search with --model, which must be a bi-encoder)")
     parser.add_argument("--depth", type=int, default=100, help="candidates per query (default 100)")
     parser.add_argument("--regimes", default=DEFAULT_REGIMES,
-                        help=f"comma-separated, from fp32 bf16 bf16+hps fp16 fp16+hps (default {DEFAULT_REGIMES})")
+                        help="comma-separated, from fp32 bf16 bf16+hps fp16 fp16+hps int8 int8+hps (CPU only) auto "
+                             f"auto+hps (what precision: auto picks here) (default {DEFAULT_REGIMES})")
     parser.add_argument("-m", "--measure", action="append", dest="measures", metavar="METRIC@K",
                         help=f"repeatable; default: {' '.join(DEFAULT_MEASURES)}")
     parser.add_argument("--rel-level", type=float, default=1,
@@ -116,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         "skipped_empty": len(corpus.skipped_empty),
         "rel_level": args.rel_level,
         "work": {**work, "seconds": round(time.perf_counter() - started, 1)},
+        "auto": choose_for("auto", args.device).facts(),
         **build_report(keys, regimes, pool, qrels, measures, args.rel_level),
     }
     if args.plot_out:

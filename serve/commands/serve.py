@@ -14,7 +14,9 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
+
+from steadyrank.serve.runtime.settings import Precision
 
 if TYPE_CHECKING:
     from steadyrank.serve.app.lifecycle import StopSignals
@@ -73,8 +75,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     models.add_argument("--embedder", metavar="ID_OR_DIR", default=None,
                         help="embedder (bi-encoder) for queries and the index: a local folder or a Hub id; default: "
                              "the settings' embedder, else the bundled all-MiniLM-L6-v2 (no download)")
-    models.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default=None,
-                        help="forward dtype of the embedder and the reranker (settings: <model>.precision)")
+    models.add_argument("--dtype", choices=get_args(Precision), default=None,
+                        help="forward precision of the embedder and the reranker (settings: <model>.precision; "
+                             "auto: bf16 where the device has fast BF16, else fp32; int8: CPU only), always with HPS")
     models.add_argument("--device", metavar="cpu|cuda[:N]", default=None,
                         help="device of the embedder and the reranker: cpu, cuda or cuda:N (settings: <model>.device); "
                              "cuda gets each model replica a GPU (deployments.<x>.num_gpus is derived from it)")
@@ -169,6 +172,15 @@ def _settings_source(args: argparse.Namespace) -> tuple[Any, str, list[str]]:
     return data, f"{label} and the command line", notes
 
 
+def _precision_line(settings: Settings) -> str:
+    """``embedder auto → bf16 (CPU has AMX-BF16); reranker …``: what each model runs in and why."""
+    from steadyrank.serve.runtime.precision import choose_for
+
+    models = {"embedder": settings.embedder, "reranker": settings.reranker, "canary": settings.canary}
+    return "; ".join(f"{name} {choose_for(m.precision, m.device, m.backend).line()}"
+                     for name, m in models.items() if m is not None)
+
+
 def run(args: argparse.Namespace) -> int:
     from steadyrank.serve.app.builder import resolve_settings
     from steadyrank.serve.app.default import ensure_index, index_exists
@@ -198,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
     auth = f"{keys} API key(s) active" if keys else "no API key: every route is open (loopback only)"
     if keys == 0 and settings.auth.allow_anonymous:
         auth = "no API key: every route is open (auth.allow_anonymous)"
+    print(f"steadyrank: precision: {_precision_line(settings)}", file=sys.stderr)
     if args.check:
         print(f"steadyrank: settings valid; deployments reserve {reserved:g} CPUs; would listen on http://{host}:{port}; "
               f"{auth}")

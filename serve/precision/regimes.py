@@ -1,4 +1,9 @@
-"""Precision regimes: a forward dtype and a scoring mode, written ``fp32``, ``bf16``, ``bf16+hps``."""
+"""Precision regimes: a forward dtype and a scoring mode, written ``fp32``, ``bf16``, ``bf16+hps``.
+
+Forward precisions: ``fp32``, ``bf16``, ``fp16``, ``int8`` (CPU only: dynamic int8 Linear layers,
+FP32 activations and logits, so ``int8`` applies φ to FP32 logits and its ties are those of φ's own
+FP32 rounding) and ``auto`` (what ``precision: auto`` picks on this machine, reported beside the tables).
+"""
 
 from __future__ import annotations
 
@@ -26,7 +31,8 @@ def parse_regime(text: str) -> Regime:
     name = text.strip().lower()
     precision, _, suffix = name.partition("+")
     if precision not in get_args(Precision) or suffix not in ("", "hps"):
-        raise ValueError(f"unknown regime {text!r}: expected fp32, bf16, bf16+hps, fp16 or fp16+hps")
+        raise ValueError(f"unknown regime {text!r}: expected PRECISION or PRECISION+hps, "
+                         f"PRECISION one of {', '.join(get_args(Precision))}")
     scoring: Scoring = "hps" if suffix or precision == "fp32" else "native"
     return Regime(name, cast(Precision, precision), scoring)  # a member of Precision: checked above
 

@@ -92,4 +92,7 @@ def render_tables(report: Mapping[str, dict]) -> str:
     ]
     headers = ["regime", *(f"uniq@{k}" for k in ks), *(f"grp@{k}" for k in ks), "spearman"]
     parts.append(format_table(headers, tie_rows, float_format="{:.2f}"))
+    if "auto" in report:
+        auto = report["auto"]
+        parts.append(f"precision auto on this machine: {auto['precision']} ({auto['reason']})")
     return "\n\n".join(parts)

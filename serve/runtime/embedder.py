@@ -10,6 +10,7 @@ import torch
 from steadyrank.serve.runtime import hps
 from steadyrank.serve.runtime.errors import check_texts
 from steadyrank.serve.runtime.inspection import ModelSpec
+from steadyrank.serve.runtime.precision import resolve
 from steadyrank.serve.runtime.settings import ModelSettings
 from steadyrank.serve.runtime.transformers_backend import TransformersBackend
 
@@ -23,11 +24,11 @@ class Embedder:
 
     def __init__(self, spec: ModelSpec, settings: ModelSettings, model_id: str) -> None:
         self.spec = spec
-        self.settings = settings
+        self.settings, self.precision_choice = resolve(settings)  # precision "auto" → what runs here
         self.model_id = model_id
-        self.precision = settings.precision
+        self.precision = self.settings.precision
         self.scoring = settings.scoring
-        self.backend = TransformersBackend(spec, settings)
+        self.backend = TransformersBackend(spec, self.settings)
         self.dim = int(self.backend.model.config.hidden_size)
         self.max_length = self.backend.max_length
 

@@ -12,13 +12,15 @@ import torch
 
 from steadyrank.serve.runtime.errors import ModelLoadError, UnsupportedModelError
 from steadyrank.serve.runtime.inspection import ModelSpec
-from steadyrank.serve.runtime.settings import Precision
+from steadyrank.serve.runtime.precision import ForwardPrecision
 
-_DTYPES: dict[Precision, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# int8: the weights load in FP32 and their Linear layers are then quantised (activations stay FP32).
+_DTYPES: dict[ForwardPrecision, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16,
+                                                "fp16": torch.float16, "int8": torch.float32}
 
 
-def torch_dtype(precision: Precision) -> torch.dtype:
-    """The torch dtype of a precision name."""
+def torch_dtype(precision: ForwardPrecision) -> torch.dtype:
+    """The torch dtype of a resolved precision's weights and outputs (int8: FP32 outputs)."""
     return _DTYPES[precision]
 
 
@@ -44,8 +46,14 @@ def load_tokenizer(path: Path) -> Any:
         raise ModelLoadError(f"{path}: cannot load the tokenizer: {exc}") from exc
 
 
-def load_torch_model(spec: ModelSpec, precision: Precision, device: torch.device) -> torch.nn.Module:
-    """The model of ``spec`` with weights in ``precision`` on ``device``, in eval mode."""
+def load_torch_model(spec: ModelSpec, precision: ForwardPrecision, device: torch.device) -> torch.nn.Module:
+    """The model of ``spec`` with weights in ``precision`` on ``device``, in eval mode.
+
+    ``int8``: every ``nn.Linear`` becomes a dynamically quantised one (``torch.ao``): weights int8
+    per output channel (symmetric), each input row's activations quantised to uint8 per call, the
+    int8 × uint8 products summed in int32 (VNNI / AMX-INT8 through the ``x86`` quantised engine) and
+    rescaled to FP32. Embeddings, LayerNorm, attention and the outputs stay FP32.
+    """
     import transformers
 
     auto = {
@@ -57,4 +65,19 @@ def load_torch_model(spec: ModelSpec, precision: Precision, device: torch.device
         model = auto.from_pretrained(str(spec.path), dtype=torch_dtype(precision), local_files_only=True)
     except (OSError, ValueError, KeyError) as exc:
         raise UnsupportedModelError(f"{spec.path}: cannot load {spec.architecture} as a {spec.kind}: {exc}") from exc
-    return model.to(device).eval()
+    model = model.to(device).eval()
+    if precision == "int8":
+        model = quantise_linear_int8(model)
+    return model
+
+
+def quantise_linear_int8(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with its ``nn.Linear`` layers replaced by dynamic int8 ones (per-channel weights)."""
+    import warnings
+
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    with warnings.catch_warnings():  # torch.ao's deprecation notices (torchao's replacement is not a dependency)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)

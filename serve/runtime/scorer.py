@@ -23,6 +23,7 @@ from steadyrank.serve.runtime import hps
 from steadyrank.serve.runtime.embedder import Embedder
 from steadyrank.serve.runtime.errors import InvalidInputError, check_rerank_args
 from steadyrank.serve.runtime.inspection import ModelSpec
+from steadyrank.serve.runtime.precision import resolve
 from steadyrank.serve.runtime.settings import ModelSettings
 
 
@@ -83,10 +84,10 @@ class Scorer(ABC):
 
     def __init__(self, spec: ModelSpec, settings: ModelSettings, model_id: str) -> None:
         self.spec = spec
-        self.settings = settings
+        self.settings, self.precision_choice = resolve(settings)  # precision "auto" → what runs here
         self.model_id = model_id
         self.kind = spec.kind
-        self.precision = settings.precision
+        self.precision = self.settings.precision
         self.scoring = settings.scoring
         self._fp32: Scorer | None = None
 
@@ -165,11 +166,11 @@ class PairScorer(Scorer):
         if settings.backend == "vllm":
             from steadyrank.serve.runtime.vllm_backend import VllmBackend
 
-            self.backend: PairBackend = VllmBackend(spec, settings)
+            self.backend: PairBackend = VllmBackend(spec, self.settings)
         else:
             from steadyrank.serve.runtime.transformers_backend import TransformersBackend
 
-            self.backend = TransformersBackend(spec, settings)
+            self.backend = TransformersBackend(spec, self.settings)
 
     def _score(self, pairs: list[tuple[str, str]]) -> Scored:
         return self._score_many([pairs])[0]

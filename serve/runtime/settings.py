@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ModelKind = Literal["bi-encoder", "cross-encoder", "causal-lm"]
-Precision = Literal["fp32", "bf16", "fp16"]
+Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
 Scoring = Literal["hps", "native"]
 
 # Qwen3-Reranker's prompt. The document is cut (never the query or the template) when the
@@ -41,8 +41,9 @@ class ModelSettings(BaseModel):
 
     ``path=None`` means the bundled all-MiniLM-L6-v2 embedder. ``kind="auto"`` detects the kind from
     the directory (see :mod:`serve.runtime.inspection`). ``precision`` is the dtype of the weights and of
-    the forward pass; ``scoring="hps"`` upcasts logits / pooled embeddings to FP32 before the scoring
-    function φ, ``"native"`` applies φ in the forward dtype (reproduces low-precision ties).
+    the forward pass (``auto`` is resolved at load by :mod:`serve.runtime.precision`);
+    ``scoring="hps"`` upcasts logits / pooled embeddings to FP32 before the scoring function φ,
+    ``"native"`` applies φ in the forward dtype (reproduces low-precision ties).
     A forward batch holds at most ``batch_size`` rows and at most ``batch_tokens`` tokens counted as
     rows × padded length (padding included); the second bound keeps long inputs within memory. No
     row of a batch is more than ``max_padding`` of its padded length padding (rows are length-sorted,
@@ -63,7 +64,12 @@ class ModelSettings(BaseModel):
     served_id: str | None = Field(
         None, description="the model id the HTTP routes serve it under; null = its Hub id, else its folder name")
     kind: Literal["auto", "bi-encoder", "cross-encoder", "causal-lm"] = "auto"
-    precision: Precision = "fp32"
+    precision: Precision = Field(
+        "auto",
+        description="forward-pass precision: auto (bf16 on a CUDA GPU with native BF16 or a CPU with AMX-BF16 / "
+        "AVX512-BF16, else fp32; resolved at load and reported in /v1/models), fp32, bf16, fp16, or int8 "
+        "(CPU only: dynamic int8 Linear layers on VNNI / AMX-INT8, FP32 activations)",
+    )
     scoring: Scoring = "hps"
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$",
                         description="auto (CUDA when the replica sees a GPU), cpu, cuda or cuda:N")

@@ -17,7 +17,7 @@ def minilm():
     """The bundled all-MiniLM-L6-v2 through the project's runtime (FP32, HPS)."""
     from steadyrank.serve.runtime import ModelSettings, load_embedder
 
-    return load_embedder(ModelSettings())
+    return load_embedder(ModelSettings(precision="fp32"))
 
 
 @pytest.fixture(scope="session")

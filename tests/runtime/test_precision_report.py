@@ -14,6 +14,7 @@ from scipy.stats import spearmanr
 from steadyrank.serve.cli import main
 from steadyrank.serve.precision.regimes import parse_regimes
 from steadyrank.serve.precision.stats import spearman, tie_statistics
+from steadyrank.serve.runtime.precision import choose_for
 
 KS = ["1", "3", "5", "10", "20", "50", "100"]
 
@@ -136,3 +137,18 @@ def test_empty_documents_are_skipped_with_a_warning(capsys, beir_with_empty: Pat
 def test_strict_refuses_empty_documents(capsys, beir_with_empty: Path) -> None:
     assert main(["precision-report", "--data", str(beir_with_empty), "--regimes", "fp32", "--strict"]) == 2
     assert "corpus.jsonl:13: empty text for id 'blank1' (field 'text'; --strict refuses empty documents)" in capsys.readouterr().err
+
+
+
+def test_int8_and_auto_regimes_and_what_auto_chose(capsys, beir_dir: Path, cross_encoder_1: Path,
+                                                   tmp_path: Path) -> None:
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 q1d3 1 9.0 x\nq1 Q0 q1d0 2 8.0 x\nq1 Q0 q1d1 3 7.0 x\nq2 Q0 q2d2 1 1.0 x\n")
+    report = _report(capsys, "--model", str(cross_encoder_1), "--data", str(beir_dir), "--candidates", str(run),
+                     "--depth", "2", "--regimes", "int8,int8+hps,auto+hps", "--device", "cpu")
+    assert list(report["regimes"]) == ["int8", "int8+hps", "auto+hps"]
+    assert report["work"]["pairs_scored"] == 3 * 3  # FP32 reference, one int8 pass for both, one auto pass
+    assert report["auto"] == choose_for("auto", "cpu").facts()
+    assert main(["precision-report", "--model", str(cross_encoder_1), "--data", str(beir_dir), "--candidates",
+                 str(run), "--depth", "2", "--regimes", "int8", "--device", "cpu"]) == 0
+    assert f"precision auto on this machine: {report['auto']['precision']}" in capsys.readouterr().out

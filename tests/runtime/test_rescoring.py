@@ -54,7 +54,7 @@ def tied_model(make_cross_encoder) -> Path:
 
 def test_bf16_straddling_tie_is_settled_by_fp32_forward(tied_model: Path) -> None:
     query = "which document"
-    fp32 = load_scorer(ModelSettings(path=str(tied_model))).rerank(query, DOCS)
+    fp32 = load_scorer(ModelSettings(path=str(tied_model), precision="fp32")).rerank(query, DOCS)
     assert len(fp32.tie_groups) == 0
     bf16 = load_scorer(ModelSettings(path=str(tied_model), precision="bf16")).rerank(query, DOCS, top_n=2)
     assert bf16.tie_groups == [list(range(len(DOCS)))]  # the BF16 logits themselves tie

@@ -21,10 +21,11 @@ DOCS = [
     "daniel gabriel fahrenheit was a physicist who invented the alcohol thermometer in 1709 " * 3,
     "",
 ]
+FP32 = ModelSettings(precision="fp32")  # compared with FP32 references (the default, auto, may pick bf16)
 
 
 def test_minilm_embeddings_match_sentence_transformers(minilm_path: Path) -> None:
-    embedder = load_embedder()
+    embedder = load_embedder(FP32)
     ours = embedder.encode(DOCS)
     theirs = SentenceTransformer(str(minilm_path), device="cpu").encode(DOCS, normalize_embeddings=True)
     assert ours.dtype == np.float32 and ours.shape == (len(DOCS), embedder.dim)
@@ -32,8 +33,8 @@ def test_minilm_embeddings_match_sentence_transformers(minilm_path: Path) -> Non
 
 
 def test_bi_encoder_scorer_is_fp32_dot_of_embeddings() -> None:
-    embedder = load_embedder()
-    out = load_scorer().rerank(QUERY, DOCS)
+    embedder = load_embedder(FP32)
+    out = load_scorer(FP32).rerank(QUERY, DOCS)
     q, d = embedder.encode([QUERY]), embedder.encode(DOCS)
     np.testing.assert_allclose(out.scores, (d @ q[0]).astype(np.float32), atol=1e-6)
     assert np.array_equal(out.logits[:, 0], out.scores)
@@ -43,7 +44,7 @@ def test_bi_encoder_scorer_is_fp32_dot_of_embeddings() -> None:
 @pytest.mark.parametrize("num_labels", [1, 2])
 def test_cross_encoder_score_is_phi_of_the_model_logits(make_cross_encoder, num_labels: int) -> None:
     path = make_cross_encoder(num_labels=num_labels)
-    out = load_scorer(ModelSettings(path=str(path))).rerank(QUERY, DOCS)
+    out = load_scorer(ModelSettings(path=str(path), precision="fp32")).rerank(QUERY, DOCS)
     tok = AutoTokenizer.from_pretrained(str(path))
     model = AutoModelForSequenceClassification.from_pretrained(str(path)).eval()
     with torch.no_grad():
@@ -55,7 +56,7 @@ def test_cross_encoder_score_is_phi_of_the_model_logits(make_cross_encoder, num_
 
 
 def test_causal_lm_score_is_softmax_over_no_yes(causal_lm: Path) -> None:
-    out = load_scorer(ModelSettings(path=str(causal_lm))).rerank(QUERY, DOCS[:3])
+    out = load_scorer(ModelSettings(path=str(causal_lm), precision="fp32")).rerank(QUERY, DOCS[:3])
     tok = AutoTokenizer.from_pretrained(str(causal_lm))
     model = AutoModelForCausalLM.from_pretrained(str(causal_lm)).eval()
     no_id, yes_id = tok.convert_tokens_to_ids(["no", "yes"])

@@ -37,7 +37,7 @@ class CountingScorer:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    embedder = load_embedder(ModelSettings())
+    embedder = load_embedder(ModelSettings(precision="fp32"))
     path = tmp_path_factory.mktemp("stored") / "idx"
     build_index(path, read_documents(DEMO)[:80], embedder)
     with IndexStore.open(path, embedder) as opened:
@@ -47,7 +47,7 @@ def store(tmp_path_factory):
 @pytest.mark.parametrize("route", ["fixed50", "fixed100"])
 def test_stored_vectors_score_like_reembedding(store, route) -> None:
     index, embedder = store
-    scorer = load_scorer(ModelSettings())
+    scorer = load_scorer(ModelSettings(precision="fp32"))
     assert scorer.settings.same_vectors(embedder.settings) and scorer.kind == "bi-encoder"
     settings = RoutingSettings(k_low=20, k_high=40, top_n=5)
     for query in QUERIES:

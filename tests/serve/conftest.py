@@ -65,6 +65,9 @@ def app_settings(cache_dir: Path, cross_encoder: Path) -> dict[str, Any]:
     deployments["embedder"] = {"num_cpus": 0.2, "max_ongoing_requests": 32, "max_batch_size": 16}
     return {
         "cache_dir": str(cache_dir),
+        # FP32 on every machine (the default, auto, picks bf16 on a CPU with AMX-BF16): the primary
+        # path's facts and scores are asserted against FP32; auto is tested in tests/runtime.
+        "embedder": {"precision": "fp32"},
         "canary": {"path": str(cross_encoder), "precision": "bf16", "scoring": "hps"},
         "limits": {"max_documents": 300, "max_document_chars": 5000, "max_query_chars": 500,
                    "max_body_bytes": 256 * 1024, "max_embedding_inputs": 64, "request_timeout_s": 120,

@@ -397,3 +397,5 @@ def test_quality_endpoints(client: httpx.Client) -> None:
     assert quality.status_code == 200 and quality.json()["variants"] == ["primary", "canary"]
     models = client.get("/v1/models").json()
     assert {m["task"] for m in models["data"]} == {"embeddings", "rerank"}
+    fp32 = {"requested": "fp32", "precision": "fp32", "reason": "set in the settings"}
+    assert [m["precision_choice"] for m in models["data"] if "root" not in m] == [fp32, fp32]

@@ -41,7 +41,8 @@ class Embedder:
 
     async def info(self) -> dict[str, Any]:
         m = self.model
-        return {"model": m.model_id, "dim": m.dim, "precision": m.precision, "scoring": m.scoring,
+        return {"model": m.model_id, "dim": m.dim, "precision": m.precision,
+                "precision_choice": m.precision_choice.facts(), "scoring": m.scoring,
                 "max_length": m.max_length}
 
     async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None) -> dict[str, Any]:

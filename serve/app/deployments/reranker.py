@@ -67,7 +67,8 @@ class Reranker:
 
         s = self.scorer
         lanes, threads_per_lane = lane_shape()
-        return {"model": s.model_id, "kind": s.kind, "precision": s.precision, "scoring": s.scoring,
+        return {"model": s.model_id, "kind": s.kind, "precision": s.precision,
+                "precision_choice": s.precision_choice.facts(), "scoring": s.scoring,
                 "max_length": s.settings.max_length, "role": self.role,
                 "rescore_boundary_ties": s.rescores_boundary_ties, "forward_lanes": lanes,
                 "torch_threads_per_lane": threads_per_lane}
