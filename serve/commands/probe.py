@@ -28,7 +28,7 @@ from steadyrank.retrieval.pipeline import local_models, search
 from steadyrank.retrieval.rewrite import LlmRewriter
 from steadyrank.retrieval.routing import RoutingSettings
 from steadyrank.serve.commands.index import BUNDLED, load_embedder_arg, load_reranker_arg
-from steadyrank.serve.commands.options import add_grade_map_argument
+from steadyrank.serve.commands.options import add_deprecated_alias, add_grade_map_argument
 from steadyrank.serve.commands.search import add_denoise_llm_arguments, llm_rewriter_arg
 from steadyrank.serve.output import dumps_json, format_table
 from steadyrank.serve.probes.ablations import ABLATIONS, parse_ablations
@@ -82,7 +82,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     names.add_argument("--ablations", default=None, help=f"comma-separated subset of {','.join(ABLATIONS)} (default: all)")
     names.add_argument("--min-base", type=float, default=MIN_BASE_DELTA,
                        help="queries with base Δname below this are left out of ΔΔ%% (default %(default)s)")
-    names.add_argument("--plot", metavar="FILE", default=None, help="write a ΔΔ%% bar plot (PNG)")
+    names.add_argument("--plot-out", metavar="FILE", default=None, help="write a ΔΔ%% bar plot (PNG)")
+    add_deprecated_alias(names, "--plot", "--plot-out", "plot_out")
     _add_model_arguments(names, kinds=True)
     names.set_defaults(func=run_names)
 
@@ -154,10 +155,10 @@ def run_names(args: argparse.Namespace) -> int:
     summary = summarize(rows, min_base=args.min_base, seed=args.seed)
     payload = {"model": args.model, "url": args.url, "kind": args.kind, "seed": args.seed, "bundles": len(bundles),
                "ablations": list(ablations), "min_base": args.min_base, "summary": summary}
-    if args.plot:
+    if args.plot_out:
         from steadyrank.serve.probes.plot import plot_delta_delta
 
-        plot_delta_delta(summary, args.plot, f"Δname under ablations — {args.model} ({args.kind})")
+        plot_delta_delta(summary, args.plot_out, f"Δname under ablations — {args.model} ({args.kind})")
     print(dumps_json(payload) if args.json else names_table(summary))
     return 0
 

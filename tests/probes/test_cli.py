@@ -16,7 +16,7 @@ def test_probe_names_from_a_bundle_file_with_json_and_plot(tmp_path, capsys):
                        encoding="utf-8")
     plot = tmp_path / "dd.png"
     assert main(["probe", "names", "--bundles", str(bundles), "--ablations", "mask,initials", "--json",
-                 "--plot", str(plot)]) == 0
+                 "--plot-out", str(plot)]) == 0
     out = json.loads(capsys.readouterr().out)
     by = {(r["ablation"], r["lang"]): r for r in out["summary"]}
     assert set(by) == {(a, lang) for a in ("base", "mask", "initials") for lang in ("en", "fr")}
