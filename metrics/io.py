@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, float]]
@@ -27,12 +28,12 @@ Qrels = dict[str, dict[str, float]]
 class FormatError(ValueError):
     """Bad input, located: ``path:line: problem``."""
 
-    def __init__(self, path: str | os.PathLike, line: int | None, problem: str) -> None:
+    def __init__(self, path: str | os.PathLike[str], line: int | None, problem: str) -> None:
         where = f"{path}:{line}" if line is not None else str(path)
         super().__init__(f"{where}: {problem}")
 
 
-def _lines(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
+def _lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, list[str]]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
@@ -43,7 +44,7 @@ def _lines(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
                 yield number, fields
 
 
-def _number(path, line: int, text: str, what: str) -> float:
+def _number(path: str | os.PathLike[str], line: int, text: str, what: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -53,7 +54,7 @@ def _number(path, line: int, text: str, what: str) -> float:
     return value
 
 
-def read_trec_run(path: str | os.PathLike) -> Run:
+def read_trec_run(path: str | os.PathLike[str]) -> Run:
     """``{qid: {docid: score}}`` in file order. Six fields per line; finite scores; unique docids."""
     run: Run = {}
     for line, fields in _lines(path):
@@ -67,7 +68,7 @@ def read_trec_run(path: str | os.PathLike) -> Run:
     return run
 
 
-def read_qrels(path: str | os.PathLike) -> Qrels:
+def read_qrels(path: str | os.PathLike[str]) -> Qrels:
     """``{qid: {docid: grade}}`` from TREC (4 fields) or BEIR (3 fields, optional header) qrels."""
     qrels: Qrels = {}
     for line, fields in _lines(path):
@@ -88,7 +89,7 @@ def read_qrels(path: str | os.PathLike) -> Qrels:
     return qrels
 
 
-def write_trec_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float]], tag: str = "steadyrank") -> None:
+def write_trec_run(path: str | os.PathLike[str], run: Mapping[str, Mapping[str, float]], tag: str = "steadyrank") -> None:
     """Write a TREC run atomically (temp file + rename), ranks by score desc, ties in input order."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,7 +106,7 @@ def write_trec_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float
         raise
 
 
-def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for each non-empty line; bad JSON or a non-object is a FormatError."""
     path = Path(path)
     if not path.is_file():
@@ -114,7 +115,7 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
         yield from jsonl_objects(path, enumerate(handle, start=1))
 
 
-def jsonl_objects(path: str | os.PathLike, lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, dict]]:
+def jsonl_objects(path: str | os.PathLike[str], lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for each non-blank of the numbered ``lines`` of ``path``; bad JSON
     or a non-object is a FormatError naming the line."""
     for number, line in lines:
@@ -126,14 +127,14 @@ def jsonl_objects(path: str | os.PathLike, lines: Iterable[tuple[int, str]]) -> 
             raise FormatError(path, number, f"bad JSON: {exc.msg} (column {exc.colno})") from None
         if not isinstance(record, dict):
             raise FormatError(path, number, f"expected a JSON object, got {type(record).__name__}")
-        yield number, record
+        yield number, cast("dict[str, Any]", record)  # a JSON object's keys are strings
 
 
 #: How many skipped ids a warning names.
 NAMED_SKIPPED_IDS = 5
 
 
-def skipped_empty_warning(source: str | os.PathLike, skipped: Sequence[str], total: int) -> str:
+def skipped_empty_warning(source: str | os.PathLike[str], skipped: Sequence[str], total: int) -> str:
     """``skipped N empty document(s) of TOTAL in SOURCE (ids: a, b, …); --strict refuses them``."""
     named = ", ".join(repr(i) for i in skipped[:NAMED_SKIPPED_IDS])
     more = f", … {len(skipped) - NAMED_SKIPPED_IDS} more" if len(skipped) > NAMED_SKIPPED_IDS else ""
@@ -141,19 +142,19 @@ def skipped_empty_warning(source: str | os.PathLike, skipped: Sequence[str], tot
             "--strict refuses them")
 
 
-def _record_id(path, line: int, record: dict, id_keys: tuple[str, ...]) -> str:
+def _record_id(path: str | os.PathLike[str], line: int, record: dict[str, Any], id_keys: tuple[str, ...]) -> str:
     key = next((k for k in id_keys if k in record), None)
     if key is None:
         raise FormatError(path, line, f"missing id field ({' or '.join(id_keys)})")
     return str(record[key])
 
 
-def _has_text(record: dict) -> bool:
+def _has_text(record: dict[str, Any]) -> bool:
     text = record.get("text")
     return isinstance(text, str) and bool(text.strip())
 
 
-def _id_and_text(path, line: int, record: dict, id_keys: tuple[str, ...]) -> tuple[str, str]:
+def _id_and_text(path: str | os.PathLike[str], line: int, record: dict[str, Any], id_keys: tuple[str, ...]) -> tuple[str, str]:
     record_id = _record_id(path, line, record, id_keys)
     if not _has_text(record):
         raise FormatError(path, line, f"id {record_id!r}: missing or empty 'text'")
@@ -161,14 +162,14 @@ def _id_and_text(path, line: int, record: dict, id_keys: tuple[str, ...]) -> tup
 
 
 def read_beir_corpus_skipping_empty(
-    path: str | os.PathLike, *, strict: bool = True
-) -> tuple[dict[str, dict], list[str]]:
+    path: str | os.PathLike[str], *, strict: bool = True
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """``({docid: {"title", "text", "metadata"}}, skipped ids)`` from BEIR ``corpus.jsonl``.
 
     A record whose ``text`` is missing, not a string or blank is refused with a FormatError when
     ``strict``, otherwise left out and its id listed (in file order) in the second value.
     """
-    corpus: dict[str, dict] = {}
+    corpus: dict[str, dict[str, Any]] = {}
     skipped: dict[str, None] = {}
     for line, record in read_jsonl(path):
         docid = _record_id(path, line, record, ("_id", "id"))
@@ -182,13 +183,13 @@ def read_beir_corpus_skipping_empty(
     return corpus, list(skipped)
 
 
-def read_beir_corpus(path: str | os.PathLike) -> dict[str, dict]:
+def read_beir_corpus(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """``{docid: {"title", "text", "metadata"}}`` from BEIR ``corpus.jsonl`` (or JSONL with ``id``);
     an empty text is a FormatError."""
     return read_beir_corpus_skipping_empty(path, strict=True)[0]
 
 
-def read_beir_queries(path: str | os.PathLike) -> dict[str, str]:
+def read_beir_queries(path: str | os.PathLike[str]) -> dict[str, str]:
     """``{qid: text}`` from BEIR ``queries.jsonl`` (or JSONL with ``id``)."""
     queries: dict[str, str] = {}
     for line, record in read_jsonl(path):
@@ -203,13 +204,13 @@ def read_beir_queries(path: str | os.PathLike) -> dict[str, str]:
 class BeirData:
     """A BEIR folder: corpus, queries and one split of qrels."""
 
-    corpus: dict[str, dict]
+    corpus: dict[str, dict[str, Any]]
     queries: dict[str, str]
     qrels: Qrels
     skipped_empty: list[str] = field(default_factory=list)
 
 
-def read_beir(folder: str | os.PathLike, split: str = "test", *, strict: bool = True) -> BeirData:
+def read_beir(folder: str | os.PathLike[str], split: str = "test", *, strict: bool = True) -> BeirData:
     """Read ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv`` from a BEIR folder.
 
     ``strict=False`` leaves documents with an empty text out of the corpus and lists their ids in

@@ -93,7 +93,7 @@ def denoise_rules(text: str) -> str:
     clean = normalize(text)
     protected: list[str] = []
 
-    def hide(match: re.Match) -> str:
+    def hide(match: re.Match[str]) -> str:
         protected.append(match.group(0))
         return _PLACEHOLDER.format(len(protected) - 1)
 

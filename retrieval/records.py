@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import importlib
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -163,11 +164,12 @@ def _chain(first: tuple[int, list[str]], rest: Iterator[tuple[int, list[str]]]) 
 
 def _parquet_records(path: Path) -> Iterator[Record]:
     try:
-        import pyarrow.parquet as pq
+        # pyarrow ships no type stubs: its module is typed as Any here
+        pq: Any = importlib.import_module("pyarrow.parquet")
     except ImportError:
         raise FormatError(path, None, "reading Parquet needs pyarrow: pip install 'steadyrank[server]'") from None
     try:
-        table = pq.ParquetFile(path)
+        table: Any = pq.ParquetFile(path)
     except Exception as exc:  # noqa: BLE001 — pyarrow raises its own ArrowInvalid/OSError kinds
         raise FormatError(path, None, f"not a readable Parquet file ({exc})") from None
     row = 0

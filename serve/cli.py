@@ -57,7 +57,8 @@ def _chosen_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     """The innermost (sub)parser ``args`` went through, e.g. ``index build``'s for ``index build …``."""
     while True:
         subparsers = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
-        chosen = None if subparsers is None else subparsers.choices.get(getattr(args, subparsers.dest, None))
+        name: str | None = None if subparsers is None else getattr(args, subparsers.dest, None)
+        chosen = None if subparsers is None or name is None else subparsers.choices.get(name)
         if chosen is None:
             return parser
         parser = chosen

@@ -74,10 +74,10 @@ class SearchMeta(ResponseModel):
     scoring: str
     variant: Variant
     shadow: bool
-    partial: bool = Field(False, description="a sharded index answered without every shard "
+    partial: bool = Field(default=False, description="a sharded index answered without every shard "
                                              "(index.partial_results: true); see missing_shards")
     missing_shards: list[int] = Field(default_factory=list, description="shards that did not answer")
-    query: dict[str, str] | None = Field(None, description="original and rewritten query, the denoise mode and its "
+    query: dict[str, str] | None = Field(default=None, description="original and rewritten query, the denoise mode and its "
                                                            "source (off, rules, llm, llm-cache, rules-fallback)")
 
 
@@ -87,14 +87,14 @@ class SearchCall(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str
-    top_n: int | None = Field(None, ge=1)
+    top_n: int | None = Field(default=None, ge=1)
     mode: Mode | None = None
     shadow: bool = False
     variant: Variant = "primary"
     route: Route | None = None
     return_documents: bool = True
     denoise: DenoiseMode | None = None
-    deadline: float | None = Field(None, description="epoch seconds after which model work is dropped")
+    deadline: float | None = Field(default=None, description="epoch seconds after which model work is dropped")
 
 
 class SearchOutcome(ResponseModel):
@@ -118,9 +118,11 @@ class SearchOutcome(ResponseModel):
             results.append(SearchResult(id=ids[i], relevance_score=float(ranked.rerank_scores[i]),
                                         text=doc.text if call.return_documents else None,
                                         title=doc.title if call.return_documents and doc.title else None))
-        ranking, decision = ranked.ranking, ranked.decision
+        ranking, decision, signals = ranked.ranking, ranked.decision, ranked.signals
+        # a search reranks its candidates, so its Ranked carries the ranking and the routing decision
+        assert ranking is not None and decision is not None and signals is not None
         meta = SearchMeta(
-            k=ranked.k, escalated=decision.escalated, reasons=list(decision.reasons), signals=ranked.signals.to_json(),
+            k=ranked.k, escalated=decision.escalated, reasons=list(decision.reasons), signals=signals.to_json(),
             stages_ms={**{name: 1000.0 * v for name, v in ranked.timings.items()}, "total": 1000.0 * total_s},
             retrieval_ms={name: 1000.0 * v for name, v in pool.timings.items()},
             mode=mode, retrieved=len(ids), tie_groups=[[ids[i] for i in g] for g in ranking.tie_groups],

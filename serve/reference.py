@@ -335,7 +335,7 @@ def write_pages(directory: Path = REFERENCE_DIR) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m steadyrank.serve.reference", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m steadyrank.serve.reference", description=(__doc__ or "").split("\n\n")[0])
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--write", action="store_true", help="rewrite docs/reference/*.md from the sources")
     action.add_argument("--check", action="store_true", help="exit 1 when a page is stale, naming it")

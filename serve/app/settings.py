@@ -52,11 +52,11 @@ class _Section(BaseModel):
 class AutoscalingSettings(_Section):
     """Ray Serve autoscaling of one deployment (replaces ``num_replicas``)."""
 
-    min_replicas: int = Field(1, ge=0, description="replicas kept at all times (0 = scale to zero)")
-    max_replicas: int = Field(4, ge=1, description="upper bound on replicas")
-    target_ongoing_requests: float = Field(4.0, gt=0, description="ongoing requests per replica the autoscaler aims at")
-    upscale_delay_s: float = Field(10.0, ge=0, description="load must stay high this long before scaling up")
-    downscale_delay_s: float = Field(300.0, ge=0, description="load must stay low this long before scaling down")
+    min_replicas: int = Field(default=1, ge=0, description="replicas kept at all times (0 = scale to zero)")
+    max_replicas: int = Field(default=4, ge=1, description="upper bound on replicas")
+    target_ongoing_requests: float = Field(default=4.0, gt=0, description="ongoing requests per replica the autoscaler aims at")
+    upscale_delay_s: float = Field(default=10.0, ge=0, description="load must stay high this long before scaling up")
+    downscale_delay_s: float = Field(default=300.0, ge=0, description="load must stay low this long before scaling down")
 
     @model_validator(mode="after")
     def _bounds(self) -> AutoscalingSettings:
@@ -71,18 +71,18 @@ class AutoscalingSettings(_Section):
 class DeploymentSettings(_Section):
     """Replicas and resources of one deployment (Ray Serve deployment options)."""
 
-    num_replicas: int = Field(1, ge=1, description="fixed replica count (ignored when autoscaling is set)")
-    autoscaling: AutoscalingSettings | None = Field(None, description="autoscale between min and max replicas")
-    num_cpus: float = Field(0.1, ge=0, description="logical CPUs reserved per replica (Ray scheduling)")
+    num_replicas: int = Field(default=1, ge=1, description="fixed replica count (ignored when autoscaling is set)")
+    autoscaling: AutoscalingSettings | None = Field(default=None, description="autoscale between min and max replicas")
+    num_cpus: float = Field(default=0.1, ge=0, description="logical CPUs reserved per replica (Ray scheduling)")
     num_gpus: float | None = Field(
-        None, ge=0, description="GPUs per replica (fractions share a GPU); null = derived from the model's device "
+        default=None, ge=0, description="GPUs per replica (fractions share a GPU); null = derived from the model's device "
                                 "(cuda or cuda:0 → 1, cuda:N → N+1, cpu and auto → 0; 0 for the deployments without a model)")
-    memory_mb: int | None = Field(None, ge=1, description="memory reserved per replica (Ray scheduling), MiB")
-    max_ongoing_requests: int = Field(16, ge=1, description="requests one replica works on at once")
+    memory_mb: int | None = Field(default=None, ge=1, description="memory reserved per replica (Ray scheduling), MiB")
+    max_ongoing_requests: int = Field(default=16, ge=1, description="requests one replica works on at once")
     max_queued_requests: int = Field(
-        -1, ge=-1, description="requests queued per caller beyond that; more → 503 with Retry-After (-1 = no limit)"
+        default=-1, ge=-1, description="requests queued per caller beyond that; more → 503 with Retry-After (-1 = no limit)"
     )
-    torch_threads: int | None = Field(None, ge=1, description="torch intra-op threads per replica (unset = Ray's default)")
+    torch_threads: int | None = Field(default=None, ge=1, description="torch intra-op threads per replica (unset = Ray's default)")
 
     def ray_options(self) -> dict[str, Any]:
         """Keyword arguments of ``Deployment.options``."""
@@ -106,12 +106,12 @@ class BatchedDeploymentSettings(DeploymentSettings):
     """A model deployment with dynamic batching across requests (:mod:`serve.app.deployments.batcher`)."""
 
     max_batch_size: int | None = Field(
-        None, ge=1, description="requests per dynamic batch at most; null = derived from the model's batch_size "
+        default=None, ge=1, description="requests per dynamic batch at most; null = derived from the model's batch_size "
                                 "(rows per forward batch): embedder 2 × batch_size × forward_lanes (a query is one row), "
                                 "rerankers batch_size / 2 (a rerank request holds many rows), at most max_ongoing_requests")
-    batch_wait_timeout_s: float = Field(0.001, ge=0, description="longest wait for a batch to fill")
+    batch_wait_timeout_s: float = Field(default=0.001, ge=0, description="longest wait for a batch to fill")
     forward_lanes: int = Field(
-        2, ge=1, description="forward batches run at once, each on torch_threads / forward_lanes intra-op threads"
+        default=2, ge=1, description="forward batches run at once, each on torch_threads / forward_lanes intra-op threads"
     )
 
     @model_validator(mode="after")
@@ -169,9 +169,9 @@ class DeploymentsSettings(_Section):
     ``num_cpus`` and ``num_gpus``.
     """
 
-    layout: Layout = Field("colocated", description="colocated (one replica runs everything) or split "
+    layout: Layout = Field(default="colocated", description="colocated (one replica runs everything) or split "
                                                     "(one deployment per component)")
-    background_niceness: int = Field(19, ge=0, le=19, description=(
+    background_niceness: int = Field(default=19, ge=0, le=19, description=(
         "nice value of every thread of a model or index replica except its compute thread, and of "
         "the Serve proxies on its machine: request handling and refusals yield the cores to forward "
         "passes (0 = off)"))
@@ -260,23 +260,23 @@ class IndexSettings(_Section):
     """The FAISS + BM25 index the Retriever serves (``retrieval.store``)."""
 
     path: str | None = Field(
-        None, description="index directory; unset = a cache directory derived from corpus and embedder"
+        default=None, description="index directory; unset = a cache directory derived from corpus and embedder"
     )
     corpus: str | None = Field(
-        None, description="corpus to index when `path` holds no index yet (BEIR corpus.jsonl, a BEIR folder "
+        default=None, description="corpus to index when `path` holds no index yet (BEIR corpus.jsonl, a BEIR folder "
                           "or JSONL); unset with `path` unset = the embedded demo corpus"
     )
-    factory: str = Field("Flat", description="FAISS index_factory string for a new index: Flat, 'HNSW32,Flat', 'IVF1024,SQ8'…")
-    ef_construction: int = Field(200, ge=1, description="HNSW build breadth (new index)")
-    ef_search: int = Field(128, ge=1, description="HNSW search breadth (new index)")
-    nprobe: int = Field(16, ge=1, description="IVF lists probed per query (new index)")
-    bm25: bool = Field(True, description="build a BM25 index too (needed by bm25 and hybrid modes)")
-    shards: int = Field(1, ge=1, description="shard indexes (one Retriever deployment each; 1 = unsharded)")
-    shard_timeout_s: float = Field(5.0, gt=0, description="deadline of each shard's answer to one search")
-    partial_results: bool = Field(False, description="a shard missing its deadline: false = the search fails "
+    factory: str = Field(default="Flat", description="FAISS index_factory string for a new index: Flat, 'HNSW32,Flat', 'IVF1024,SQ8'…")
+    ef_construction: int = Field(default=200, ge=1, description="HNSW build breadth (new index)")
+    ef_search: int = Field(default=128, ge=1, description="HNSW search breadth (new index)")
+    nprobe: int = Field(default=16, ge=1, description="IVF lists probed per query (new index)")
+    bm25: bool = Field(default=True, description="build a BM25 index too (needed by bm25 and hybrid modes)")
+    shards: int = Field(default=1, ge=1, description="shard indexes (one Retriever deployment each; 1 = unsharded)")
+    shard_timeout_s: float = Field(default=5.0, gt=0, description="deadline of each shard's answer to one search")
+    partial_results: bool = Field(default=False, description="a shard missing its deadline: false = the search fails "
                                                      "(503), true = the other shards' results with meta.partial")
     shard_resource: str | None = Field(
-        None, description="custom Ray resource prefix placing shard i's replicas on nodes offering "
+        default=None, description="custom Ray resource prefix placing shard i's replicas on nodes offering "
                           "`<prefix><i>` (e.g. shard_ → shard_0, shard_1); null = place anywhere"
     )
 
@@ -288,19 +288,19 @@ class RoutingSection(_Section):
     """Dynamic-K routing (``retrieval.routing``). Unset (null) fields come from ``file``, else the
     built-in defaults; a signal is switched off with ``disable`` (a null threshold means "unset")."""
 
-    route: Route = Field("dynamic", description="dynamic (escalate on uncertainty), fixed50 (k_low), fixed100 (k_high)")
-    file: str | None = Field(None, description="routing settings JSON written by `steadyrank route calibrate`")
-    k_low: int | None = Field(None, ge=1, description="candidates always reranked (default 50)")
-    k_high: int | None = Field(None, ge=1, description="candidates retrieved, reranked when escalating (default 100)")
-    top_n: int | None = Field(None, ge=1, description="default results per /v1/search (default 10)")
-    margin_at: int | None = Field(None, ge=2, description="m of the dense_margin signal cos@1 − cos@m (default 10)")
-    margin_below: float | None = Field(None, description="dense_margin fires below this (default 0.05)")
+    route: Route = Field(default="dynamic", description="dynamic (escalate on uncertainty), fixed50 (k_low), fixed100 (k_high)")
+    file: str | None = Field(default=None, description="routing settings JSON written by `steadyrank route calibrate`")
+    k_low: int | None = Field(default=None, ge=1, description="candidates always reranked (default 50)")
+    k_high: int | None = Field(default=None, ge=1, description="candidates retrieved, reranked when escalating (default 100)")
+    top_n: int | None = Field(default=None, ge=1, description="default results per /v1/search (default 10)")
+    margin_at: int | None = Field(default=None, ge=2, description="m of the dense_margin signal cos@1 − cos@m (default 10)")
+    margin_below: float | None = Field(default=None, description="dense_margin fires below this (default 0.05)")
     entropy_temperature: float | None = Field(
-        None, gt=0, description="T of rerank_entropy = H(softmax(s/T)) / ln n, in score units (default 0.1)")
-    entropy_above: float | None = Field(None, description="rerank_entropy fires above this (default 0.99)")
-    tie_enabled: bool | None = Field(None, description="escalate when a tie straddles top_n (default true)")
-    overlap_at: int | None = Field(None, ge=1, description="m of the overlap signal |dense@m ∩ bm25@m| / m (default 10)")
-    overlap_below: float | None = Field(None, description="overlap fires below this (default 0.2)")
+        default=None, gt=0, description="T of rerank_entropy = H(softmax(s/T)) / ln n, in score units (default 0.1)")
+    entropy_above: float | None = Field(default=None, description="rerank_entropy fires above this (default 0.99)")
+    tie_enabled: bool | None = Field(default=None, description="escalate when a tie straddles top_n (default true)")
+    overlap_at: int | None = Field(default=None, ge=1, description="m of the overlap signal |dense@m ∩ bm25@m| / m (default 10)")
+    overlap_below: float | None = Field(default=None, description="overlap fires below this (default 0.2)")
     disable: list[Literal["margin", "entropy", "overlap"]] = Field(
         default_factory=list, description="signals to switch off (their thresholds become null)"
     )
@@ -327,10 +327,10 @@ class DenoiseLlmSettings(_Section):
 
     base_url: str = Field(..., description="OpenAI-compatible base URL, e.g. http://vllm:8000/v1")
     model: str = Field(..., description="chat model name")
-    api_key: SecretStr | None = Field(None, description="bearer token of the endpoint (or set it through the environment)")
-    timeout_s: float = Field(2.0, gt=0, description="deadline of one rewrite (s); on timeout or error the `rules` "
+    api_key: SecretStr | None = Field(default=None, description="bearer token of the endpoint (or set it through the environment)")
+    timeout_s: float = Field(default=2.0, gt=0, description="deadline of one rewrite (s); on timeout or error the `rules` "
                                                     "rewrite is used")
-    cache_size: int = Field(4096, ge=1, description="rewrites kept (LRU) per Searcher replica")
+    cache_size: int = Field(default=4096, ge=1, description="rewrites kept (LRU) per Searcher replica")
 
     def rewriter_settings(self) -> LlmSettings:
         return LlmSettings(base_url=self.base_url, model=self.model, timeout_s=self.timeout_s, cache_size=self.cache_size,
@@ -341,48 +341,49 @@ class SearchSettings(_Section):
     """Defaults of ``/v1/search``."""
 
     denoise: DenoiseMode = Field(
-        DEFAULT_DENOISE, description="query denoising before search (a request's `denoise` overrides it): off; rules = Unicode "
-                             "NFC, whitespace, and greetings, fillers, apologies, sign-offs and emoji removed (English, "
-                             "French) without touching names, numbers or quoted text; llm = a chat model restates the "
-                             "information need (search.denoise_llm), falling back to rules")
-    denoise_llm: DenoiseLlmSettings | None = Field(None, description="the chat endpoint of denoise: llm")
-    default_mode: Mode = Field("hybrid", description="retrieval mode when a request names none")
+        default=DEFAULT_DENOISE,
+        description="query denoising before search (a request's `denoise` overrides it): off; rules = Unicode "
+                    "NFC, whitespace, and greetings, fillers, apologies, sign-offs and emoji removed (English, "
+                    "French) without touching names, numbers or quoted text; llm = a chat model restates the "
+                    "information need (search.denoise_llm), falling back to rules")
+    denoise_llm: DenoiseLlmSettings | None = Field(default=None, description="the chat endpoint of denoise: llm")
+    default_mode: Mode = Field(default="hybrid", description="retrieval mode when a request names none")
 
     @model_validator(mode="after")
     def _llm_has_an_endpoint(self) -> SearchSettings:
         if self.denoise == "llm" and self.denoise_llm is None:
             raise ValueError("search.denoise: llm needs search.denoise_llm (base_url, model)")
         return self
-    rrf_k: float = Field(60.0, ge=0, description="RRF constant of hybrid fusion")
-    rrf_weights: tuple[float, float] = Field((1.0, 1.0), description="RRF weights of (dense, bm25)")
+    rrf_k: float = Field(default=60.0, ge=0, description="RRF constant of hybrid fusion")
+    rrf_weights: tuple[float, float] = Field(default=(1.0, 1.0), description="RRF weights of (dense, bm25)")
 
 
 class LimitsSettings(_Section):
     """Request limits; beyond them the server answers 413 (size) or 504 (time)."""
 
-    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="request body size (413 beyond)")
-    max_documents: int = Field(1000, ge=1, description="documents per /v1/rerank request (413 beyond)")
-    max_document_chars: int = Field(20_000, ge=1, description="characters per document (413 beyond)")
-    max_query_chars: int = Field(4_000, ge=1, description="characters per query (413 beyond)")
-    max_embedding_inputs: int = Field(512, ge=1, description="inputs per /v1/embeddings request (413 beyond)")
-    max_top_n: int = Field(100, ge=1, description="largest top_n of /v1/search")
-    request_timeout_s: float = Field(30.0, gt=0, description="per-request deadline (504 beyond); a client may "
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, description="request body size (413 beyond)")
+    max_documents: int = Field(default=1000, ge=1, description="documents per /v1/rerank request (413 beyond)")
+    max_document_chars: int = Field(default=20_000, ge=1, description="characters per document (413 beyond)")
+    max_query_chars: int = Field(default=4_000, ge=1, description="characters per query (413 beyond)")
+    max_embedding_inputs: int = Field(default=512, ge=1, description="inputs per /v1/embeddings request (413 beyond)")
+    max_top_n: int = Field(default=100, ge=1, description="largest top_n of /v1/search")
+    request_timeout_s: float = Field(default=30.0, gt=0, description="per-request deadline (504 beyond); a client may "
                                                              "ask for less with the X-Request-Timeout header")
-    retry_after_s: int = Field(1, ge=0, description="Retry-After seconds sent with 503 overload answers")
-    max_in_flight: int = Field(64, ge=1, description="scoring requests one ingress replica works on at once; "
+    retry_after_s: int = Field(default=1, ge=0, description="Retry-After seconds sent with 503 overload answers")
+    max_in_flight: int = Field(default=64, ge=1, description="scoring requests one ingress replica works on at once; "
                                                      "beyond, 503 + Retry-After at once, before any compute")
     admission_headroom: float = Field(
-        0.8, gt=0, le=100,
+        default=0.8, gt=0, le=100,
         description="work-based admission of the model endpoints: a request is refused at once (503 + Retry-After) "
                     "when its predicted wait (queued documents or texts / the model's measured rate) exceeds this "
                     "fraction of its deadline; a large value turns it off")
     refusals_per_s: float = Field(
-        25.0, ge=0, description="overload 503s one ingress replica sends per second at most: a refusal beyond waits "
+        default=25.0, ge=0, description="overload 503s one ingress replica sends per second at most: a refusal beyond waits "
                                 "(no CPU) for its turn, at most refusal_max_wait_s, so clients that retry at once "
                                 "cannot turn refusals into the main load; 0 = answer every refusal at once")
-    refusal_max_wait_s: float = Field(5.0, ge=0, description="longest a paced refusal waits; past it, answered at once")
+    refusal_max_wait_s: float = Field(default=5.0, ge=0, description="longest a paced refusal waits; past it, answered at once")
     body_timeout_s: float = Field(
-        15.0, gt=0, le=3600,
+        default=15.0, gt=0, le=3600,
         description="seconds from a scoring request's arrival within which its whole body must have arrived (408 "
                     "beyond); a body still arriving holds no in-flight slot, so slow senders cannot take the server's "
                     "capacity")
@@ -394,20 +395,20 @@ class AuthSettings(_Section):
     allows on a loopback address only, unless ``allow_anonymous`` is true."""
 
     api_keys: list[SecretStr] = Field(default_factory=list, description="accepted keys")
-    api_keys_env: str = Field(DEFAULT_KEYS_ENV, description="environment variable with more keys, comma-separated "
+    api_keys_env: str = Field(default=DEFAULT_KEYS_ENV, description="environment variable with more keys, comma-separated "
                                                             "(e.g. from a Kubernetes Secret through secretKeyRef)")
     keys_file: str | None = Field(
-        None, description="file with more keys, one per line or comma-separated ('#' starts a comment), read at "
+        default=None, description="file with more keys, one per line or comma-separated ('#' starts a comment), read at "
                           "start (e.g. a Kubernetes Secret mounted as a file); relative to the settings file")
     allow_anonymous: bool = Field(
-        False, description="serve with no key on a non-loopback address (every route open to the network); "
+        default=False, description="serve with no key on a non-loopback address (every route open to the network); "
                            "without it `steadyrank serve` refuses such a bind")
-    protect_metrics: bool = Field(False, description="also require a key on GET /metrics")
+    protect_metrics: bool = Field(default=False, description="also require a key on GET /metrics")
     admin_keys: list[SecretStr] = Field(
         default_factory=list,
         description="admin keys: accepted wherever api_keys are, and the only keys whose X-Golden-Query-Id header is "
                     "honoured for a query that is not that golden query's own text")
-    admin_keys_env: str = Field("STEADYRANK_ADMIN_KEYS", description="environment variable with more admin keys, "
+    admin_keys_env: str = Field(default="STEADYRANK_ADMIN_KEYS", description="environment variable with more admin keys, "
                                                                      "comma-separated")
 
     @field_validator("api_keys", "admin_keys")
@@ -471,36 +472,36 @@ def is_loopback(host: str) -> bool:
 
 
 class TelemetrySettings(_Section):
-    flush_interval_s: float = Field(0.5, gt=0, le=60, description="how often each replica sends its metrics to the hub")
+    flush_interval_s: float = Field(default=0.5, gt=0, le=60, description="how often each replica sends its metrics to the hub")
 
 
 class HttpSettings(_Section):
     """Where `steadyrank serve` listens (serve_config.yaml's http_options take over under `serve run/deploy`)."""
 
-    host: str = Field("127.0.0.1", description="bind address (0.0.0.0 = every interface)")
-    port: int = Field(8000, ge=1, le=65535)
+    host: str = Field(default="127.0.0.1", description="bind address (0.0.0.0 = every interface)")
+    port: int = Field(default=8000, ge=1, le=65535)
 
 
 class ServerSettings(_Section):
     """Lifecycle of `steadyrank serve`: shutdown grace, Ray's dashboard and Serve's access log."""
 
     shutdown_grace_s: float = Field(
-        30.0, ge=0, le=3600,
+        default=30.0, ge=0, le=3600,
         description="on SIGTERM/SIGINT: seconds the whole stop may take; in-flight requests get all but the last "
                     "10 s (the teardown's) to finish before Ray is shut down",
     )
-    dashboard: bool = Field(False, description="start Ray's dashboard (and its agent processes) with the local Ray")
+    dashboard: bool = Field(default=False, description="start Ray's dashboard (and its agent processes) with the local Ray")
     ingress: Literal["haproxy", "proxy"] = Field(
-        "haproxy", description="HTTP front of a local Ray head: haproxy (Ray Serve's HAProxy ingress: HAProxy routes "
+        default="haproxy", description="HTTP front of a local Ray head: haproxy (Ray Serve's HAProxy ingress: HAProxy routes "
                                "each request to the Ingress replica's own HTTP server) or proxy (Ray Serve's Python "
                                "proxy, one more hop); with --address the cluster's Ray settings decide")
-    access_log: bool = Field(False, description="Ray Serve's per-request access log lines (proxy and every replica) "
+    access_log: bool = Field(default=False, description="Ray Serve's per-request access log lines (proxy and every replica) "
                                                 "in Ray's log folder; steadyrank's metrics count every request either way")
     log_format: Literal["text", "json"] = Field(
-        "text", description="steadyrank's log lines: text, or one JSON object per line (ts, level, logger, message, "
+        default="text", description="steadyrank's log lines: text, or one JSON object per line (ts, level, logger, message, "
                             "request_id); every line about a request carries its request id")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] | None = Field(
-        None, description="level of Ray's and Ray Serve's own log lines (unset: WARNING, a quiet start); "
+        default=None, description="level of Ray's and Ray Serve's own log lines (unset: WARNING, a quiet start); "
                           "steadyrank's own lines are at INFO or this level when set")
 
 
@@ -530,7 +531,7 @@ class ServedEmbedderNames(ServedRerankerNames):
         default_factory=lambda: ["default", "steadyrank", "text-embedding-3-small", "jina-embeddings-v3"],
         description="accepted model names of the embedding routes (the served id is always accepted)")
     matryoshka: bool = Field(
-        False, description="the embedder was trained Matryoshka-style: a prefix of its vector is itself an "
+        default=False, description="the embedder was trained Matryoshka-style: a prefix of its vector is itself an "
                            "embedding, so `dimensions` < dim is served (prefix, renormalised in FP32)")
 
 
@@ -544,12 +545,12 @@ class ServedSettings(_Section):
 class Settings(_Section):
     """Everything the server reads at start."""
 
-    cache_dir: str | None = Field(None, description=f"index cache; unset = ${ENV_CACHE} or ~/.cache/steadyrank")
+    cache_dir: str | None = Field(default=None, description=f"index cache; unset = ${ENV_CACHE} or ~/.cache/steadyrank")
     embedder: ModelSettings = Field(default_factory=ModelSettings, description="bi-encoder for queries and the index")
     reranker: ModelSettings | None = Field(
-        None, description="primary reranker; unset = the embedder's FP32 (HPS) cosine scores"
+        default=None, description="primary reranker; unset = the embedder's FP32 (HPS) cosine scores"
     )
-    canary: ModelSettings | None = Field(None, description="canary reranker (shadow copies only)")
+    canary: ModelSettings | None = Field(default=None, description="canary reranker (shadow copies only)")
     index: IndexSettings = Field(default_factory=IndexSettings)
     routing: RoutingSection = Field(default_factory=RoutingSection)
     search: SearchSettings = Field(default_factory=SearchSettings)
@@ -570,12 +571,13 @@ class Settings(_Section):
         for name, model, deployment in self.model_deployments():
             need = float(device_gpus(model.device))
             d._device_gpus[name] = need
-            if d.layout == "split" and deployment.num_gpus is None:
-                deployment.num_gpus = need
-            if d.layout == "split" and need > 0 and math.ceil(deployment.num_gpus) < need:
+            gpus = deployment.num_gpus
+            if d.layout == "split" and gpus is None:
+                gpus = deployment.num_gpus = need
+            if d.layout == "split" and need > 0 and gpus is not None and math.ceil(gpus) < need:
                 raise ValueError(
                     f"{_MODEL_OF[name]}.device is {model.device}, but deployments.{name}.num_gpus is "
-                    f"{deployment.num_gpus:g}: Ray shows the replica {math.ceil(deployment.num_gpus)} GPU(s); set "
+                    f"{gpus:g}: Ray shows the replica {math.ceil(gpus)} GPU(s); set "
                     f"num_gpus to {need:g} (or leave it unset: it is derived from the device), or device: cpu")
         if d.layout == "colocated":
             have = d.replica_gpus("ingress", self.canary is not None, self.quality.enabled)
@@ -603,7 +605,8 @@ class Settings(_Section):
     def model_deployments(self) -> list[tuple[str, ModelSettings, DeploymentSettings]]:
         """``(deployment name, model settings, deployment settings)`` of every model deployment that runs."""
         d = self.deployments
-        pairs = [("embedder", self.embedder, d.embedder), ("reranker", self.reranker_model, d.reranker)]
+        pairs: list[tuple[str, ModelSettings, DeploymentSettings]] = [
+            ("embedder", self.embedder, d.embedder), ("reranker", self.reranker_model, d.reranker)]
         if self.canary is not None:
             pairs.append(("canary_reranker", self.canary, d.canary_reranker))
         return pairs

@@ -22,7 +22,7 @@ from steadyrank.metrics.aggregate import bootstrap_ci, paired_bootstrap
 from steadyrank.metrics.evaluate import evaluate
 from steadyrank.metrics.io import read_qrels
 from steadyrank.retrieval.corpus import read_corpus, read_queries
-from steadyrank.retrieval.denoise import DENOISE_MODES
+from steadyrank.retrieval.denoise import DENOISE_MODES, DenoiseMode
 from steadyrank.retrieval.fsio import atomic_write_bytes
 from steadyrank.retrieval.pipeline import local_models, search
 from steadyrank.retrieval.rewrite import LlmRewriter
@@ -193,7 +193,7 @@ def _levels(text: str) -> tuple[int, ...]:
     return levels
 
 
-async def _denoised(texts: dict[str, str], mode: str, rewriter: LlmRewriter | None) -> dict[str, str]:
+async def _denoised(texts: dict[str, str], mode: DenoiseMode, rewriter: LlmRewriter | None) -> dict[str, str]:
     from steadyrank.retrieval.rewrite import rewrite_query
 
     return {qid: (await rewrite_query(text, mode, rewriter)).rewritten for qid, text in texts.items()}
@@ -220,7 +220,7 @@ def noise_cosines(clean: dict[str, str], noisy: dict[int, dict[str, str]], denoi
     return out
 
 
-def _retrieval_effect(args: argparse.Namespace, embedder, arms: dict[str, dict[str, str]],
+def _retrieval_effect(args: argparse.Namespace, embedder, arms: dict[str, tuple[dict[str, str], DenoiseMode]],
                       rewriter: LlmRewriter | None) -> dict[str, Any]:
     """nDCG@10, RA-nWG@10, Recall@100 (expected over tie orders) per arm through the search pipeline,
     with paired bootstrap CIs of (arm − clean)."""
@@ -237,7 +237,7 @@ def _retrieval_effect(args: argparse.Namespace, embedder, arms: dict[str, dict[s
         with open_index(index, embedder) as store:
             models = local_models(store, embedder, None, rrf_k=60.0, rrf_weights=(1.0, 1.0), rewriter=rewriter)
 
-            async def run_arm(queries: dict[str, str], denoise: str) -> dict[str, dict[str, float]]:
+            async def run_arm(queries: dict[str, str], denoise: DenoiseMode) -> dict[str, dict[str, float]]:
                 out = {}
                 for qid, text in queries.items():
                     ranked = await search(text, args.mode, models, settings, "fixed50", denoise=denoise)
@@ -282,7 +282,7 @@ def run_noise(args: argparse.Namespace) -> int:
     if args.beir:
         if embedder is None:
             raise ValueError("--beir needs an in-process model (not --url)")
-        arms = {"clean": (clean, "off"), f"clean+{args.denoise}": (clean, args.denoise)}
+        arms: dict[str, tuple[dict[str, str], DenoiseMode]] = {"clean": (clean, "off"), f"clean+{args.denoise}": (clean, args.denoise)}
         for level in levels:
             if level:
                 arms[f"noise{level}"] = (noisy[level], "off")

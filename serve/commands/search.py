@@ -13,14 +13,14 @@ from tqdm import tqdm
 
 from steadyrank.metrics.io import write_trec_run
 from steadyrank.retrieval.corpus import read_queries
-from steadyrank.retrieval.denoise import DENOISE_MODES
+from steadyrank.retrieval.denoise import DENOISE_MODES, DenoiseMode
 from steadyrank.retrieval.fsio import atomic_write_bytes
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
 from steadyrank.retrieval.index import open_index
-from steadyrank.retrieval.modes import MODES
+from steadyrank.retrieval.modes import MODES, Mode
 from steadyrank.retrieval.pipeline import Ranked, SearchModels, latency_summary, local_models, search
 from steadyrank.retrieval.rewrite import DEFAULT_DENOISE, LlmRewriter, LlmSettings
-from steadyrank.retrieval.routing import ROUTES, RoutingSettings, load_settings
+from steadyrank.retrieval.routing import ROUTES, Route, RoutingSettings, load_settings
 from steadyrank.serve.commands.index import BUNDLED, add_embedder_argument, load_embedder_arg, load_reranker_arg
 from steadyrank.serve.commands.options import add_deprecated_alias, require
 from steadyrank.serve.output import dumps_json
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if args.route is not None and args.rerank is None:
         raise ValueError("--route needs --rerank (without a reranker nothing is routed)")
     settings = routing_settings(args)
-    route = args.route or "dynamic"
+    route: Route = args.route or "dynamic"  # argparse choices: ROUTES
     queries = read_queries(args.queries)
     embedder = None if args.mode == "bm25" else load_embedder_arg(args.embedder)
     reranker = None if args.rerank is None else load_reranker_arg(args.rerank, args.rerank_precision)
@@ -163,8 +163,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _search_all(queries: dict[str, str], mode: str, models: SearchModels, settings: RoutingSettings,
-                      route: str, denoise: str) -> dict[str, Ranked]:
+async def _search_all(queries: dict[str, str], mode: Mode, models: SearchModels, settings: RoutingSettings,
+                      route: Route, denoise: DenoiseMode) -> dict[str, Ranked]:
     out = {}
     for qid, text in tqdm(queries.items(), desc="searching", unit="query", file=sys.stderr, dynamic_ncols=True):
         out[qid] = await search(text, mode, models, settings, route, denoise)

@@ -17,7 +17,7 @@ from steadyrank.serve.probes.bundles import Bundle
 from steadyrank.serve.probes.margins import ProbeRow, margins
 
 Similarity = Callable[[list[tuple[str, list[str]]]], Awaitable[list[np.ndarray]]]
-Progress = Callable[[int], None]
+Progress = Callable[[int], object]  # the return value is ignored (tqdm.update returns one)
 
 
 def cosine_rows(query_vectors: np.ndarray, text_vectors: Sequence[np.ndarray]) -> list[np.ndarray]:

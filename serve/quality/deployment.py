@@ -17,7 +17,7 @@ from typing import Any
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from steadyrank.serve.contracts import SearchCall
+from steadyrank.serve.contracts import SearchCall, Variant
 from steadyrank.serve.quality.golden import load_golden
 from steadyrank.serve.quality.probes import LiveProbes
 from steadyrank.serve.quality.service import QualityService
@@ -35,7 +35,7 @@ class ShadowEvaluator:
     """Golden replays, live mirroring and canary reports (see ``serve.quality.service``)."""
 
     def __init__(self, settings: QualitySettings | dict, searcher: DeploymentHandle,
-                 hub: DeploymentHandle | MetricsStore, variants: Sequence[str] = ("primary",)) -> None:
+                 hub: DeploymentHandle | MetricsStore, variants: Sequence[Variant] = ("primary",)) -> None:
         """Runs on the replica's event loop (Ray Serve calls a constructor there; so does the
         colocated Ingress, :mod:`serve.app.colocated`), where the replay loop starts."""
         settings = QualitySettings.model_validate(settings)

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from steadyrank.metrics import parse_measure
-from steadyrank.serve.contracts import SearchCall
+from steadyrank.serve.contracts import SearchCall, Variant
 from steadyrank.serve.quality.canary import VERDICTS, Agreement, agreement, compare
 from steadyrank.serve.quality.golden import GoldenQuery, GoldenSet
 from steadyrank.serve.quality.monitor import QUALITY_STATS, QualityWindow, evaluate_ranking
@@ -47,7 +47,7 @@ class QualityService:
     """Golden evaluation of the live search path, per variant (``primary`` and optionally ``canary``)."""
 
     def __init__(self, settings: QualitySettings, golden: GoldenSet, search: SearchFn, recorder: Recorder,
-                 variants: Sequence[str] = ("primary",)) -> None:
+                 variants: Sequence[Variant] = ("primary",)) -> None:
         self.settings, self.golden, self.search, self.recorder = settings, golden, search, recorder
         self.variants = tuple(variants)
         self.window = QualityWindow(settings.window)
@@ -65,7 +65,7 @@ class QualityService:
         room = min(self.settings.sample_size - len(chosen), len(others))
         return chosen + self.rng.sample(others, room)
 
-    async def _evaluate(self, query: GoldenQuery, variant: str, source: str) -> list[tuple[str, float]] | None:
+    async def _evaluate(self, query: GoldenQuery, variant: Variant, source: str) -> list[tuple[str, float]] | None:
         """Run ``query`` through ``variant`` and record its evaluation; None (and counted) on failure."""
         request = SearchCall(query=query.query, top_n=self.settings.top_n, shadow=True, variant=variant)
         started = time.perf_counter()

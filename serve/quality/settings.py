@@ -14,13 +14,13 @@ class CanaryRules(BaseModel):
         default_factory=lambda: ["ndcg@10", "ra_nwg@10"],
         description="guarded measures: every one must pass for promote; any one can trigger rollback",
     )
-    margin: float = Field(0.01, ge=0, description="non-inferiority margin on each guarded measure")
-    min_queries: int = Field(20, ge=2, description="paired golden queries needed before any verdict")
+    margin: float = Field(default=0.01, ge=0, description="non-inferiority margin on each guarded measure")
+    min_queries: int = Field(default=20, ge=2, description="paired golden queries needed before any verdict")
     max_p95_latency_increase: float = Field(
-        0.25, ge=0, description="promote only if the canary's p95 replay latency is at most this fraction above the primary's"
+        default=0.25, ge=0, description="promote only if the canary's p95 replay latency is at most this fraction above the primary's"
     )
-    confidence: float = Field(0.95, gt=0, lt=1, description="bootstrap confidence level")
-    resamples: int = Field(2000, ge=100, description="bootstrap resamples")
+    confidence: float = Field(default=0.95, gt=0, lt=1, description="bootstrap confidence level")
+    resamples: int = Field(default=2000, ge=100, description="bootstrap resamples")
 
 
 class ProbeSettings(BaseModel):
@@ -29,16 +29,17 @@ class ProbeSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = Field(False, description="replay probe bundles on a schedule (shadow traffic on the rerankers)")
-    interval_s: float = Field(300.0, gt=0, description="seconds between probe rounds")
-    queries: int = Field(8, ge=1, description="probe bundles per language (each costs 5 reranked pairs per ablation)")
+    enabled: bool = Field(default=False, description="replay probe bundles on a schedule (shadow traffic on the rerankers)")
+    interval_s: float = Field(default=300.0, gt=0, description="seconds between probe rounds")
+    queries: int = Field(default=8, ge=1, description="probe bundles per language (each costs 5 reranked pairs per ablation)")
     languages: list[str] = Field(default_factory=lambda: ["en", "fr"], description="bundle languages (en, fr)")
     ablations: list[str] = Field(default_factory=lambda: ["mask", "near_miss", "initials"],
                                  description="ablations replayed besides base (see `steadyrank probe names --help`)")
-    seed: int = Field(0, description="seed of the bundles (the same set every round)")
-    floor_name: float = Field(0.0, description="alert floor of the base Δname (rank-key units; exported as "
+    seed: int = Field(default=0, description="seed of the bundles (the same set every round)")
+    floor_name: float = Field(default=0.0, description="alert floor of the base Δname (rank-key units; exported as "
                                                "steadyrank_probe_margin_floor{probe=\"name\"})")
-    floor_topic: float = Field(0.0, description="alert floor of the base Δtopic (steadyrank_probe_margin_floor{probe=\"topic\"})")
+    floor_topic: float = Field(default=0.0,
+                               description="alert floor of the base Δtopic (steadyrank_probe_margin_floor{probe=\"topic\"})")
 
 
 class QualitySettings(BaseModel):
@@ -46,37 +47,38 @@ class QualitySettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = Field(True, description="run the shadow evaluator deployment")
+    enabled: bool = Field(default=True, description="run the shadow evaluator deployment")
     golden: str | None = Field(
-        None, description="golden set: a BEIR folder or a JSONL file {query_id, query, judgments}; every document "
+        default=None, description="golden set: a BEIR folder or a JSONL file {query_id, query, judgments}; every document "
                           "id it judges must be in the served index, or the server refuses to start; unset = the "
                           "embedded demo golden set on the demo index, and the evaluator off on your own index"
     )
-    golden_split: str = Field("test", description="qrels split when `golden` is a BEIR folder")
+    golden_split: str = Field(default="test", description="qrels split when `golden` is a BEIR folder")
     grade_map: dict[int, int] | None = Field(
-        None, description="map the golden set's grades onto the 1-5 rubric, e.g. {3: 5, 2: 4, 1: 3, 0: 1}"
+        default=None, description="map the golden set's grades onto the 1-5 rubric, e.g. {3: 5, 2: 4, 1: 3, 0: 1}"
     )
-    interval_s: float = Field(30.0, gt=0, description="seconds between golden replay rounds")
-    sample_size: int = Field(2, ge=1, description="golden queries replayed per round (rate limit; each replay costs one full rerank)")
-    window: int = Field(200, ge=1, description="evaluations per variant kept in the sliding window")
-    top_n: int = Field(30, ge=1, description="results requested per replayed query")
+    interval_s: float = Field(default=30.0, gt=0, description="seconds between golden replay rounds")
+    sample_size: int = Field(default=2, ge=1,
+                             description="golden queries replayed per round (rate limit; each replay costs one full rerank)")
+    window: int = Field(default=200, ge=1, description="evaluations per variant kept in the sliding window")
+    top_n: int = Field(default=30, ge=1, description="results requested per replayed query")
     mirror_fraction: float = Field(
-        1.0, ge=0, le=1, description="fraction of /v1/search requests matching a golden query that are evaluated"
+        default=1.0, ge=0, le=1, description="fraction of /v1/search requests matching a golden query that are evaluated"
     )
     canary_fraction: float = Field(
-        0.1, ge=0, le=1, description="fraction of user /v1/search requests copied to the canary for agreement"
+        default=0.1, ge=0, le=1, description="fraction of user /v1/search requests copied to the canary for agreement"
     )
-    seed: int | None = Field(None, description="random seed of sampling (None = nondeterministic)")
+    seed: int | None = Field(default=None, description="random seed of sampling (None = nondeterministic)")
     shadow_chunk_docs: int = Field(
-        4, ge=1, description="documents per shadow forward pass on a reranker replica: the most forward-pass work "
+        default=4, ge=1, description="documents per shadow forward pass on a reranker replica: the most forward-pass work "
                              "a user request can find ahead of it (see serve.app.priority)"
     )
     shadow_idle_s: float = Field(
-        0.25, ge=0, description="a shadow chunk starts only after the replica had no user work for this long (s); "
+        default=0.25, ge=0, description="a shadow chunk starts only after the replica had no user work for this long (s); "
                               "longer than the gap between the back-to-back requests of a busy client"
     )
     shadow_max_wait_s: float = Field(
-        20.0, ge=0, description="a shadow chunk that waited this long runs anyway, so sustained load cannot starve "
+        default=20.0, ge=0, description="a shadow chunk that waited this long runs anyway, so sustained load cannot starve "
                                 "the evaluator (s)"
     )
     canary: CanaryRules = Field(default_factory=CanaryRules)

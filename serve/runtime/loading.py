@@ -75,7 +75,8 @@ def quantise_linear_int8(model: torch.nn.Module) -> torch.nn.Module:
     """``model`` with its ``nn.Linear`` layers replaced by dynamic int8 ones (per-channel weights)."""
     import warnings
 
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+    from torch.ao.quantization import quantize_dynamic
+    from torch.ao.quantization.qconfig import per_channel_dynamic_qconfig
 
     with warnings.catch_warnings():  # torch.ao's deprecation notices (torchao's replacement is not a dependency)
         warnings.simplefilter("ignore", DeprecationWarning)

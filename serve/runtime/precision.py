@@ -147,6 +147,14 @@ def resolve(settings: ModelSettings) -> tuple[ModelSettings, PrecisionChoice]:
     return settings.model_copy(update={"precision": choice.precision}), choice
 
 
+def resolved_precision(settings: ModelSettings) -> ForwardPrecision:
+    """The forward precision of settings :func:`resolve` returned (a backend's; ``auto`` is a bug here)."""
+    precision = settings.precision
+    if precision == "auto":
+        raise ValueError("precision 'auto' reached a backend unresolved: load through resolve(settings)")
+    return precision
+
+
 def precision_on_this_machine(settings: ModelSettings) -> ForwardPrecision:
     """The precision ``settings`` run in here (``auto`` resolved; torch-free on a CPU machine)."""
     return choose_for(settings.precision, settings.device, settings.backend).precision

@@ -57,42 +57,44 @@ class ModelSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     path: str | None = Field(
-        None, description="a local model directory, or a Hugging Face Hub id (org/name) downloaded into the Hub "
+        default=None, description="a local model directory, or a Hugging Face Hub id (org/name) downloaded into the Hub "
                           "cache at start (HF_TOKEN, HF_HUB_OFFLINE, HF_ENDPOINT honoured); null = the bundled "
                           "all-MiniLM-L6-v2")
-    revision: str | None = Field(None, description="Hub revision of a Hub id: branch, tag or commit (null = main)")
+    revision: str | None = Field(default=None, description="Hub revision of a Hub id: branch, tag or commit (null = main)")
     served_id: str | None = Field(
-        None, description="the model id the HTTP routes serve it under; null = its Hub id, else its folder name")
+        default=None, description="the model id the HTTP routes serve it under; null = its Hub id, else its folder name")
     kind: Literal["auto", "bi-encoder", "cross-encoder", "causal-lm"] = "auto"
     precision: Precision = Field(
-        "auto",
+        default="auto",
         description="forward-pass precision: auto (bf16 on a CUDA GPU with native BF16 or a CPU with AMX-BF16 / "
         "AVX512-BF16, else fp32; resolved at load and reported in /v1/models), fp32, bf16, fp16, or int8 "
         "(CPU only: dynamic int8 Linear layers on VNNI / AMX-INT8, FP32 activations)",
     )
     scoring: Scoring = "hps"
-    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$",
+    device: str = Field(default="auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$",
                         description="auto (CUDA when the replica sees a GPU), cpu, cuda or cuda:N")
-    backend: Literal["transformers", "vllm"] = Field("transformers", description="forward engine (vllm: causal-LM rerankers, GPU)")
-    max_length: int = Field(512, ge=8, description="tokens per sequence (text, pair or prompt) at most")
-    truncation_side: Literal["right", "left"] = Field("right", description="which end of an over-long text is cut")
+    backend: Literal["transformers", "vllm"] = Field(default="transformers",
+                                                     description="forward engine (vllm: causal-LM rerankers, GPU)")
+    max_length: int = Field(default=512, ge=8, description="tokens per sequence (text, pair or prompt) at most")
+    truncation_side: Literal["right", "left"] = Field(default="right", description="which end of an over-long text is cut")
     overflow: Literal["truncate", "error"] = Field(
-        "truncate", description="over-long document: cut it and flag it, or refuse the request"
+        default="truncate", description="over-long document: cut it and flag it, or refuse the request"
     )
-    batch_size: int = Field(8, ge=1, description="rows per forward batch at most (8 suits a CPU; raise it on a GPU)")
-    batch_tokens: int = Field(8192, ge=64, description="token budget per forward batch, padding included")
-    max_padding: float = Field(0.1, ge=0.0, le=1.0,
+    batch_size: int = Field(default=8, ge=1, description="rows per forward batch at most (8 suits a CPU; raise it on a GPU)")
+    batch_tokens: int = Field(default=8192, ge=64, description="token budget per forward batch, padding included")
+    max_padding: float = Field(default=0.1, ge=0.0, le=1.0,
                                description="largest share of a row's padded length that may be padding (1 = no bound)")
     torchscript: bool = Field(
-        True,
+        default=True,
         description="CPU encoders: run the forward as a TorchScript trace (no GIL held), kept only if "
         "bitwise equal to eager on probe inputs at load",
     )
-    rescore_boundary_ties: bool = Field(True, description="below FP32 under HPS: re-score a tie straddling top_n in FP32")
-    prompt_template: str = Field(QWEN3_RERANKER_TEMPLATE, description="causal-LM: prompt with {query}, {document} (and {instruction})")
-    instruction: str = Field(DEFAULT_INSTRUCTION, description="causal-LM: the task instruction put into the prompt")
-    yes_token: str | int = Field("yes", description="causal-LM: token (string or id) read as 'relevant'")
-    no_token: str | int = Field("no", description="causal-LM: token (string or id) read as 'not relevant'")
+    rescore_boundary_ties: bool = Field(default=True, description="below FP32 under HPS: re-score a tie straddling top_n in FP32")
+    prompt_template: str = Field(default=QWEN3_RERANKER_TEMPLATE,
+                                 description="causal-LM: prompt with {query}, {document} (and {instruction})")
+    instruction: str = Field(default=DEFAULT_INSTRUCTION, description="causal-LM: the task instruction put into the prompt")
+    yes_token: str | int = Field(default="yes", description="causal-LM: token (string or id) read as 'relevant'")
+    no_token: str | int = Field(default="no", description="causal-LM: token (string or id) read as 'not relevant'")
 
     def model_path(self) -> Path:
         """``path`` as a :class:`Path`, the bundled MiniLM when unset."""

@@ -21,6 +21,7 @@ from steadyrank.serve.runtime.batching import Batch, make_batch, run_batched_man
 from steadyrank.serve.runtime.errors import ModelLoadError
 from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.loading import load_tokenizer, load_torch_model, resolve_device, torch_dtype
+from steadyrank.serve.runtime.precision import resolved_precision
 from steadyrank.serve.runtime.settings import ModelSettings
 from steadyrank.serve.runtime.tokenization import Encoded, encode_pairs, encode_prompts, encode_texts
 from steadyrank.serve.runtime.traced import Inputs, trace_field
@@ -101,10 +102,11 @@ class TransformersBackend:
         self.spec = spec
         self.settings = settings
         self.device = resolve_device(settings.device)
-        self.dtype = torch_dtype(settings.precision)
+        precision = resolved_precision(settings)  # the scorer and embedder resolve "auto" at load
+        self.dtype = torch_dtype(precision)
         self.tokenizer = load_tokenizer(spec.path)
         self.tokenizer.truncation_side = settings.truncation_side
-        self.model = load_torch_model(spec, settings.precision, self.device)
+        self.model = load_torch_model(spec, precision, self.device)
         limits = [settings.max_length, spec.max_seq_length or _UNBOUNDED]
         if getattr(self.tokenizer, "model_max_length", _UNBOUNDED) < _UNBOUNDED:
             limits.append(int(self.tokenizer.model_max_length))

@@ -23,6 +23,7 @@ import torch
 from steadyrank.serve.runtime.errors import ModelLoadError, UnsupportedModelError
 from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.loading import load_tokenizer, torch_dtype
+from steadyrank.serve.runtime.precision import resolved_precision
 from steadyrank.serve.runtime.settings import ModelSettings
 from steadyrank.serve.runtime.tokenization import encode_pairs, encode_prompts
 
@@ -58,7 +59,7 @@ class VllmBackend:
             )
         self.spec = spec
         self.settings = settings
-        self.dtype = torch_dtype(settings.precision)
+        self.dtype = torch_dtype(resolved_precision(settings))  # the scorer resolves "auto" at load
         self.tokenizer.truncation_side = settings.truncation_side
         overrides: dict[str, Any] = {}
         if spec.kind == "causal-lm":

@@ -19,7 +19,7 @@ import hmac
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from starlette.requests import Request
 
@@ -156,14 +156,19 @@ def admitted_body(name: str) -> Callable[[Request], AsyncIterator[bytes]]:
     async def admit(request: Request) -> AsyncIterator[bytes]:
         app = request.app.state
         gate, limits, recorder = app.gate, app.services.settings.limits, app.services.recorder
-        refused = refusal(request, name)
-        if refused is None:
-            arrived = request.scope.get("state", {}).get("arrived", time.monotonic())
-            body = await read_body(request, limits.max_body_bytes, arrived + limits.body_timeout_s)
-            refused = refusal(request, "")  # the slots filled while the body arrived
-        if refused is not None:
+
+        def drop(refused: tuple[str, SteadyrankError]) -> NoReturn:
             recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason=refused[0])
             raise refused[1]
+
+        refused = refusal(request, name)
+        if refused is not None:
+            drop(refused)
+        arrived = request.scope.get("state", {}).get("arrived", time.monotonic())
+        body = await read_body(request, limits.max_body_bytes, arrived + limits.body_timeout_s)
+        refused = refusal(request, "")  # the slots filled while the body arrived
+        if refused is not None:
+            drop(refused)
         gate.in_flight += 1
         recorder.set("steadyrank_in_flight_requests", gate.in_flight)
         try:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
@@ -36,7 +36,7 @@ async def rerank(request: Request, raw: Annotated[bytes, Depends(admitted_body("
     texts = body.documents if all(isinstance(d, str) for d in body.documents) else \
         await off_loop(_texts, body.documents, body.rank_fields)
     out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model)
-    response = protocol.RerankResponse.build(out, body.documents, body.top_n, body.return_documents).model_dump()
+    response = protocol.RerankResponse.build(out, body.documents, body.top_n, bool(body.return_documents)).model_dump()
     return JSON({**response, "id": request.state.request_id})
 
 
@@ -86,7 +86,7 @@ async def embeddings(request: Request, raw: Annotated[bytes, Depends(admitted_bo
     embedding_dialect.check_dimensions(body.dimensions, names.embedder_dim, names.matryoshka, served)
     out = await app.scoring.embed(request, texts, True)
     vectors = embedding_dialect.shorten(out["vectors"], body.dimensions)
-    response = protocol.EmbeddingResponse.build(vectors, int(out["tokens"] or 0), served, body.encoding_format)
+    response = protocol.EmbeddingResponse.build(vectors, int(out["tokens"] or 0), served, body.encoding_format or "float")
     return JSON(response.model_dump())
 
 
@@ -98,5 +98,6 @@ async def models(request: Request) -> Response:
     names = app.services.names
     embedder = await app.gateway.model_facts("embedder")
     reranker = await app.gateway.model_facts("reranker")
-    served = [("embeddings", embedder, names.embedder[1:]), ("rerank", reranker, names.reranker[1:])]
+    served: list[tuple[Literal["embeddings", "rerank"], dict[str, Any], tuple[str, ...]]] = [
+        ("embeddings", embedder, names.embedder[1:]), ("rerank", reranker, names.reranker[1:])]
     return JSON(protocol.ModelList.build(served).model_dump())
