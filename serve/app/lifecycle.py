@@ -253,6 +253,15 @@ def _signal_all(procs: Iterable[psutil.Process], sig: signal.Signals) -> None:
             proc.send_signal(sig)
 
 
+def _mute_worker_logs() -> None:
+    """Stop printing the Ray workers' log lines in this process, the first step of ``ray.shutdown``
+    taken early: once the front is closed, Ray's HAProxy manager logs each failed stats poll of the
+    stopped HAProxy as a traceback until the head is down."""
+    from ray._private.ray_logging import global_worker_stdstream_dispatcher
+
+    global_worker_stdstream_dispatcher.remove_handler("ray_print_logs")
+
+
 class LocalHead:
     """The local Ray head this process starts (:meth:`start`) and stops (:meth:`stop`): steps 1, 3
     and 4 of the module's stop. Processes this process had started before (the index builder's
@@ -270,6 +279,7 @@ class LocalHead:
     def stop(self, ray: Any, report: Callable[[str], None]) -> None:
         """Close the HTTP front (:func:`stop_front`), ``ray.shutdown``, then :func:`reap` what of
         the tree is left; ``report`` gets one line naming what had to be ended, if anything."""
+        _mute_worker_logs()
         stop_front(self.haproxy_folder)
         tree = self._tree()
         ray.shutdown()

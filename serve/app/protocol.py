@@ -151,7 +151,8 @@ class SearchRequest(_Request):
     mode: Mode | None = Field(None, description="dense, bm25 or hybrid (default: search.default_mode)")
     return_documents: Flag = Field(True, description="include each result's text")
     return_candidates: Flag = Field(False, description="also return every reranked candidate (id, score)")
-    denoise: DenoiseMode | None = Field(None, description="query denoising: off, rules or llm (default: search.denoise); "
+    denoise: DenoiseMode | None = Field(None, description="query denoising: off, rules or llm (default: search.denoise; llm "
+                                                          "falls back to rules where search.denoise_llm is unset); "
                                                           "meta.query shows the original and rewritten query")
 
 

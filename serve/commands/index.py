@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, get_args
 
 from tqdm import tqdm
 
@@ -19,15 +19,17 @@ from steadyrank.retrieval.shards import build_sharded_index
 from steadyrank.retrieval.store import build_index
 from steadyrank.serve.commands.options import add_corpus_arguments, load_corpus
 from steadyrank.serve.output import dumps_json
+from steadyrank.serve.runtime.settings import Precision
 
 BUNDLED = "bundled"
 
 
-def load_embedder_arg(path: str | None) -> Embedder:
-    """The embedder at ``path`` (a bi-encoder directory), or the bundled all-MiniLM-L6-v2 if None."""
+def load_embedder_arg(path: str | None, precision: Precision = "auto") -> Embedder:
+    """The embedder at ``path`` (a bi-encoder directory), or the bundled all-MiniLM-L6-v2 if None,
+    in ``precision`` (``auto``: BF16 where the device has fast BF16, else FP32)."""
     from steadyrank.serve.runtime import ModelSettings, load_embedder
 
-    return load_embedder(ModelSettings(path=path))
+    return load_embedder(ModelSettings(path=path, precision=precision))
 
 
 def load_reranker_arg(model: str, precision: str) -> Reranker:
@@ -42,6 +44,9 @@ def add_embedder_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embedder", metavar="PATH", default=None,
                         help="bi-encoder model directory (default: the bundled all-MiniLM-L6-v2); "
                              "must be the one the index was built with")
+    parser.add_argument("--embedder-precision", choices=get_args(Precision), default="auto",
+                        help="the embedder's forward precision (default auto: bf16 where the device has fast "
+                             "BF16, else fp32); search an index with the precision it was built with")
 
 
 def add_batch_size_argument(parser: argparse.ArgumentParser) -> None:
@@ -167,7 +172,7 @@ def run_build(args: argparse.Namespace) -> int:
     )
     if args.shards < 1:
         raise ValueError(f"--shards must be ≥ 1, got {args.shards}")
-    embedder = load_embedder_arg(args.embedder)
+    embedder = load_embedder_arg(args.embedder, args.embedder_precision)
     options = {"dense": dense, "bm25": bm25, "batch_size": args.batch_size, "overwrite": args.overwrite,
                "skipped_empty": len(corpus.skipped_empty)}
     with progress_bar(len(documents), "embedding") as bar:
@@ -197,7 +202,8 @@ def one_line_write_errors(nothing_done: str) -> Iterator[None]:
 
 def run_add(args: argparse.Namespace) -> int:
     documents = load_corpus(args, args.docs).documents
-    with one_line_write_errors("nothing was added"), open_index(args.index, load_embedder_arg(args.embedder), writable=True) as store:
+    embedder = load_embedder_arg(args.embedder, args.embedder_precision)
+    with one_line_write_errors("nothing was added"), open_index(args.index, embedder, writable=True) as store:
         with progress_bar(len(documents), "embedding") as bar:
             added = store.add(documents, batch_size=args.batch_size, on_progress=bar.update)
         return _report(args, store.info(), f"added {added}")

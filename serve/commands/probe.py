@@ -13,7 +13,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 from tqdm import tqdm
@@ -37,6 +37,7 @@ from steadyrank.serve.probes.margins import MIN_BASE_DELTA, summarize
 from steadyrank.serve.probes.noise import LEVELS, variants
 from steadyrank.serve.probes.remote import remote_embeddings, remote_encode, remote_rerank
 from steadyrank.serve.probes.run import Similarity, cosine_rows, embedding_similarity, run_probes
+from steadyrank.serve.runtime.settings import Precision
 
 NOISE_MEASURES = ("ndcg@10", "ra_nwg@10", "recall@100")
 
@@ -48,8 +49,9 @@ def _add_model_arguments(parser: argparse.ArgumentParser, *, kinds: bool) -> Non
         parser.add_argument("--kind", choices=["embedder", "reranker"], default="embedder",
                             help="similarity: embedder = cosine of the vectors; reranker = the FP32 rank key "
                                  "(HPS) of each (query, candidate) pair (default %(default)s)")
-        parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
-                            help="reranker forward precision (keys are upcast to FP32, HPS) (default %(default)s)")
+    parser.add_argument("--precision", choices=get_args(Precision), default="auto",
+                        help="forward precision of the in-process model (auto: bf16 where the device has fast BF16, "
+                             "else fp32; vectors and keys are upcast to FP32, HPS) (default %(default)s)")
     parser.add_argument("--url", default=None,
                         help="probe a running steadyrank server instead (its /v1/embeddings, or /v1/rerank with "
                              "--kind reranker); --model then names a served model (default: the served one)")
@@ -127,7 +129,7 @@ def _similarity(args: argparse.Namespace) -> Similarity:
             return [np.asarray(out[a:b], dtype=np.float32) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
         return keys
-    embedder = load_embedder_arg(None if args.model == BUNDLED else args.model)
+    embedder = load_embedder_arg(None if args.model == BUNDLED else args.model, args.precision)
 
     async def encode(texts: list[str]) -> np.ndarray:
         return embedder.encode(texts)
@@ -273,7 +275,7 @@ def run_noise(args: argparse.Namespace) -> int:
         def encode(texts: list[str]) -> np.ndarray:
             return asyncio.run(remote(texts))
     else:
-        embedder = load_embedder_arg(None if args.model == BUNDLED else args.model)
+        embedder = load_embedder_arg(None if args.model == BUNDLED else args.model, args.precision)
         encode = embedder.encode
     payload: dict[str, Any] = {"model": args.model, "lang": args.lang, "seed": args.seed, "queries": len(clean),
                                "levels": list(levels), "denoise": args.denoise,

@@ -132,11 +132,12 @@ def test_live_searches_are_matched_against_the_built_set(built_app):
     # a demo-set id is unknown to the built set: not evaluated
     assert built_app.post("/v1/search", json={"query": "anything", "top_n": 3},
                           headers={"X-Golden-Query-Id": "q01"}).status_code == 200
-    # a built id is, and so is a built query's text without any header
+    # a built id on another query's text is not either (without an admin key, issue 31 finding 8);
+    # a built query's text is, without any header
     first = json.loads((DEMO / "queries.jsonl").read_text(encoding="utf-8").splitlines()[0])
     assert built_app.post("/v1/search", json={"query": "anything", "top_n": 3},
                           headers={"X-Golden-Query-Id": "built-q01"}).status_code == 200
     assert built_app.post("/v1/search", json={"query": first["text"].upper(), "top_n": 3}).status_code == 200
-    assert wait_until(lambda: mirrored() >= before + 2, 60), "the built queries' live searches were not mirrored"
-    time.sleep(2)  # mirroring runs after the reply: give the unknown id's event time to be (not) counted
-    assert mirrored() == before + 2
+    assert wait_until(lambda: mirrored() >= before + 1, 60), "the built query's live search was not mirrored"
+    time.sleep(2)  # mirroring runs after the reply: give the other events time to be (not) counted
+    assert mirrored() == before + 1

@@ -18,7 +18,7 @@ def _run(argv: list[str], capsys) -> dict:
 def test_probe_names_over_http_matches_the_in_process_embedder(serve_app: ServeApp, capsys) -> None:
     common = ["probe", "names", "--queries", "4", "--lang", "en", "--ablations", "mask", "--json"]
     remote = _run([*common, "--url", serve_app.url, "--api-key", serve_app.api_key], capsys)
-    local = _run(common, capsys)
+    local = _run([*common, "--precision", serve_app.settings.embedder.precision], capsys)
     for r, lo in zip(remote["summary"], local["summary"], strict=True):
         assert (r["ablation"], r["lang"]) == (lo["ablation"], lo["lang"])
         assert r["delta_name"]["mean"] == pytest.approx(lo["delta_name"]["mean"], abs=1e-4)

@@ -42,6 +42,7 @@ def sharded_settings(cache_dir: str, partial_results: bool) -> dict:
                                          ("ingress", "searcher", "embedder", "reranker", "retriever", "metrics_hub")}
     return {
         "cache_dir": cache_dir,
+        "embedder": {"precision": "fp32"},  # as the reference app (tests/serve/conftest.py)
         "index": {"shards": 2, "shard_timeout_s": SHARD_TIMEOUT_S, "partial_results": partial_results},
         "quality": {"enabled": False},
         "telemetry": {"flush_interval_s": 0.2},

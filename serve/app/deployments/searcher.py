@@ -99,8 +99,8 @@ class Searcher:
         mode = call.mode or self.settings.search.default_mode
         policy = replace(self.policy, top_n=top_n, k_low=min(max(self.policy.k_low, top_n), self.policy.k_high))
         denoise = call.denoise or self.settings.search.denoise
-        if denoise == "llm" and self.rewriter is None:
-            raise InvalidInputError("denoise 'llm' is not configured on this server (search.denoise_llm)")
+        if denoise == "llm" and self.rewriter is None:  # no endpoint configured: llm's own fallback, rules
+            denoise = "rules"
         ranked = await search(call.query, mode, self._models(call), policy, call.route or self.route, denoise)
         facts = await self._facts(call.variant)
         outcome = SearchOutcome.build(ranked, call, top_n=top_n, mode=mode, facts=facts,

@@ -20,7 +20,7 @@ from fastapi.responses import Response
 
 from steadyrank.serve.app import protocol
 from steadyrank.serve.app.http.deps import Role, authorised, caller_role, endpoint
-from steadyrank.serve.app.http.gateway import SIDE_CALL_TIMEOUT_S, root_cause
+from steadyrank.serve.app.http.gateway import SIDE_CALL_TIMEOUT_S, replica_lost, root_cause
 from steadyrank.serve.app.http.responses import JSON
 
 logger = logging.getLogger("steadyrank.http")
@@ -69,6 +69,8 @@ async def _readiness(request: Request) -> tuple[str, dict[str, Any], int]:
         if services.evaluator is not None:
             checks["evaluator"] = {"configured": True}
     except Exception as exc:  # noqa: BLE001
+        if replica_lost(exc):  # a replica died before the controller marked it: degraded, being replaced
+            return "degraded", {"replicas": {"lost": type(root_cause(exc)).__name__}}, 503
         logger.warning("not ready: %s: %s", type(root_cause(exc)).__name__, root_cause(exc))
         return "not_ready", {"error": type(root_cause(exc)).__name__}, 503
     return "ready", checks, 200
