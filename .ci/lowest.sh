@@ -33,5 +33,7 @@ for py in python3.10 /root/.pyenv/versions/3.10.13/bin/python3.10; do
     break
   fi
 done
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/metrics tests/cli tests/runtime tests/test_layout.py \
+# (langsmith, a dependency of the langchain-cohere client tests, ships a pytest plugin that fails to
+# import on the lowest pydantic these floors allow; no test here uses it)
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -p no:langsmith_plugin tests/metrics tests/cli tests/runtime tests/test_layout.py \
   tests/serve/test_settings.py tests/serve/test_serve_flags.py tests/deploy/test_manifests.py tests/hub/test_models_pull.py
