@@ -54,7 +54,9 @@ def served(hub):
         while True:
             assert process.poll() is None, f"steadyrank serve exited early:\n{log.read_text()}"
             try:
-                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                # ready, and announced: /readyz can answer 200 a moment before serve.run returns and the
+                # "serving at … API key(s) active" line is printed
+                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200 and "is serving at" in log.read_text():
                     break
             except httpx.HTTPError:
                 pass
