@@ -38,6 +38,8 @@ from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.rewrite import DEFAULT_DENOISE, DenoiseMode, LlmSettings
 from steadyrank.retrieval.routing import Route, RoutingSettings
 from steadyrank.retrieval.routing import load_settings as load_routing_file
+from steadyrank.serve.app.tracing import EXTRA_HINT as TRACING_HINT
+from steadyrank.serve.app.tracing import available as tracing_available
 from steadyrank.serve.quality.settings import QualitySettings
 from steadyrank.serve.runtime.hub import is_hub_id
 from steadyrank.serve.runtime.settings import ModelSettings, device_gpus
@@ -533,6 +535,17 @@ class ServerSettings(_Section):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] | None = Field(
         default=None, description="level of Ray's and Ray Serve's own log lines (unset: WARNING, a quiet start); "
                           "steadyrank's own lines are at INFO or this level when set")
+    tracing: bool = Field(
+        default=False, description="OpenTelemetry spans of every request (ingress, model and retriever calls), continuing "
+                           "the trace of a W3C traceparent header; exported over OTLP/HTTP (OTEL_EXPORTER_OTLP_*) unless "
+                           "the process has a tracer provider; needs the otel extra")
+
+    @field_validator("tracing")
+    @classmethod
+    def _otel_installed(cls, value: bool) -> bool:
+        if value and not tracing_available():
+            raise ValueError(f"needs OpenTelemetry; {TRACING_HINT}")
+        return value
 
 
 class ServedRerankerNames(_Section):

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from steadyrank.serve.app import protocol
+from steadyrank.serve.app import protocol, tracing
 from steadyrank.serve.app.dialects import embeddings as embedding_dialect
 from steadyrank.serve.app.dialects.documents import document_text
 from steadyrank.serve.app.http.deps import AdmittedBody, Role, authorised, endpoint, scoring_post
@@ -54,7 +54,8 @@ async def search(request: Request, raw: AdmittedBody, role: Annotated[Role, Depe
     call = SearchCall(query=body.query, top_n=body.top_n, mode=body.mode, denoise=body.denoise,
                       return_documents=body.return_documents, deadline=time.time() + deadline)
     searcher = app.services.searcher
-    out: SearchOutcome = await app.gateway.call(deadline, lambda: searcher.search.remote(call))
+    with tracing.span("searcher.search", mode=body.mode or ""):
+        out: SearchOutcome = await app.gateway.call(deadline, lambda: searcher.search.remote(call))
     payload = protocol.SearchResponse.build(out, body.return_candidates).model_dump()
     payload["id"] = request.state.request_id
     evaluator = app.services.evaluator
