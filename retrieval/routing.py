@@ -174,7 +174,7 @@ class RoutingDecision:
 
 def fired_signals(signals: RoutingSignals, settings: RoutingSettings) -> tuple[tuple[str, str], ...]:
     """``(code, reason)`` for every enabled signal that fires."""
-    fired = []
+    fired: list[tuple[str, str]] = []
     if settings.margin_below is not None and signals.dense_margin is not None:
         if signals.dense_margin < settings.margin_below:
             fired.append(("dense_margin", f"dense_margin {signals.dense_margin:.4f} < {settings.margin_below:.4f} "
