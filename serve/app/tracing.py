@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
@@ -88,8 +88,8 @@ def span(name: str, **attributes: Any) -> AbstractContextManager[Any]:
 
 
 @contextmanager
-def request_span(method: str, path: str, headers: Iterable[tuple[bytes, bytes]]) -> Iterator[Any]:
-    """The SERVER span of one request (ASGI ``headers``), continuing the trace of its
+def request_span(scope: Mapping[str, Any]) -> Iterator[Any]:
+    """The SERVER span of one request (its ASGI ``scope``), continuing the trace of its
     ``traceparent`` (see the module docstring); yields the span (None while tracing is off) for
     :func:`end_request`."""
     if _tracer is None:
@@ -97,9 +97,11 @@ def request_span(method: str, path: str, headers: Iterable[tuple[bytes, bytes]])
         return
     from opentelemetry import propagate, trace
 
-    parent = propagate.extract({k.decode("latin-1"): v.decode("latin-1") for k, v in headers})
-    with _tracer.start_as_current_span(method, context=parent, kind=trace.SpanKind.SERVER,
-                                       attributes={"http.request.method": method, "url.path": path}) as current:
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", ())}
+    method = scope.get("method", "")
+    with _tracer.start_as_current_span(method, context=propagate.extract(headers), kind=trace.SpanKind.SERVER,
+                                       attributes={"http.request.method": method,
+                                                   "url.path": scope.get("path", "")}) as current:
         yield current
 
 

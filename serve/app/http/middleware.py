@@ -60,7 +60,7 @@ class RequestContext:
             await send(message)
 
         method = scope.get("method", "")
-        with tracing.request_span(method, _path(scope), scope.get("headers", ())) as span:
+        with tracing.request_span(scope) as span:
             try:
                 await self.app(scope, receive, send_with_id)
             except Exception:
