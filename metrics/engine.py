@@ -134,10 +134,11 @@ def evaluate_batch(
     items = ItemContext(batch, rel_level, gmax)
 
     partial = PartialSort.of(batch.scores, kmax)
-    if tie_break == "input":
+    docid_rank = batch.docid_rank  # set whenever tie_break is "docid" (checked above)
+    if tie_break == "input" or docid_rank is None:
         oblivious_order = partial.fixed_order()
     else:
-        oblivious_order = partial.fixed_order(lambda cols: gather(batch.docid_rank, cols))
+        oblivious_order = partial.fixed_order(lambda cols: gather(docid_rank, cols))
     layouts: dict[str, Layout] = {
         "expected": Layout.tied(partial, oblivious_order),
         "oblivious": Layout.fixed(oblivious_order),

@@ -142,7 +142,7 @@ def build_batch(
     scores = np.full((n, max(width, 1)), -np.inf)
     grades = np.zeros(scores.shape)
     docid_rank = np.full(scores.shape, np.iinfo(np.int64).max, dtype=np.int64) if with_docid_rank else None
-    judged_pools = []
+    judged_pools: list[np.ndarray] = []
     for i, qid in enumerate(query_ids):
         candidates = run[qid]
         judgments = qrels[qid]

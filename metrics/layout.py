@@ -56,7 +56,7 @@ class PartialSort:
 
     @classmethod
     def of(cls, scores: np.ndarray, kmax: int) -> PartialSort:
-        n_queries, width = scores.shape
+        width = scores.shape[1]
         if width < kmax:
             raise ValueError(f"batch width {width} is below the largest cutoff {kmax}")
         if kmax < width:
@@ -160,7 +160,7 @@ class Layout:
     def tied(cls, partial: PartialSort, ranked: np.ndarray) -> Layout:
         """The tie groups of ``ranked`` (which must be sorted by score descending)."""
         sorted_scores = gather(partial.scores, ranked)
-        n_queries, kmax = ranked.shape
+        kmax = ranked.shape[1]
         positions = np.broadcast_to(np.arange(kmax), ranked.shape)
         new_group = np.ones(ranked.shape, dtype=bool)
         new_group[:, 1:] = sorted_scores[:, 1:] != sorted_scores[:, :-1]
@@ -183,7 +183,7 @@ class Layout:
         """Σ of ``value`` over the full group of each position: (Q, K)."""
         prefix = self.prefix_sums(value)
         sums = gather(prefix, self.end) - gather(prefix, self.start)
-        if self.partial is not None:
+        if self.partial is not None and self.boundary is not None:
             sums = np.where(self.boundary, self.partial.boundary_sum(value)[:, None], sums)
         return sums
 

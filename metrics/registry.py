@@ -198,7 +198,7 @@ def _ndcg_defined(exponential: bool) -> Definedness:
 
 def _nrecall_denominator(items: ItemContext, grades: tuple[int, ...], kmax: int) -> np.ndarray:
     counts = pool_counts(items)
-    pool = sum(counts[g] for g in grades)
+    pool = np.sum([counts[g] for g in grades], axis=0)
     return np.minimum(_cutoffs(kmax), pool[:, None])
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 import Stemmer
 from bm25s import scoring
-from bm25s.tokenization import Tokenizer
+from bm25s.tokenization import Tokenized, Tokenizer
 
 BM25_METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 
@@ -78,7 +78,7 @@ class Bm25Stats:
         """Statistics of ``texts`` tokenised with ``settings`` (as :meth:`Bm25Index.build` tokenises them)."""
         if not texts:
             return cls(0, 0, {})
-        tokens = settings.tokenizer().tokenize(list(texts), return_as="tuple", show_progress=False)
+        tokens = _tokenized(settings.tokenizer(), list(texts))
         terms = {i: term for term, i in tokens.vocab.items()}
         counts: Counter[int] = Counter()
         for ids in tokens.ids:
@@ -113,6 +113,14 @@ class Bm25Stats:
         return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode("utf-8")).hexdigest()
 
 
+def _tokenized(tokenizer: Tokenizer, texts: list[str]) -> Tokenized:
+    """``texts`` as token ids and the vocabulary (bm25s's ``return_as="tuple"``)."""
+    tokens = tokenizer.tokenize(texts, return_as="tuple", show_progress=False)
+    if not isinstance(tokens, Tokenized):
+        raise TypeError(f"bm25s tokenize(return_as='tuple') returned {type(tokens).__name__}, not Tokenized")
+    return tokens
+
+
 class _CorpusStatsBM25(bm25s.BM25):
     """bm25s's eager index, scored with given corpus statistics instead of those of the documents
     it holds (``build_index_from_ids`` is bm25s's documented override point). Per (term, document)
@@ -124,7 +132,8 @@ class _CorpusStatsBM25(bm25s.BM25):
         self._stats = stats
         self._terms = {i: term for term, i in vocab.items()}
 
-    def build_index_from_ids(self, unique_token_ids, corpus_token_ids, show_progress=True, leave_progress=False):  # noqa: ANN001, ANN201
+    def build_index_from_ids(self, unique_token_ids: list[int], corpus_token_ids: list[list[int]],
+                             show_progress: bool = True, leave_progress: bool = False) -> dict[str, Any]:
         local = scoring._calculate_doc_freqs(corpus_token_ids, unique_token_ids, show_progress=False)
         corpus_df = {i: self._stats.doc_freqs.get(self._terms[i], 0) for i in local}
         idf_fn = scoring._select_idf_scorer(self.idf_method)
@@ -163,8 +172,8 @@ class Bm25Index:
         tokenizer = settings.tokenizer()
         if not texts:
             return cls(None, tokenizer, np.zeros(0, dtype=np.int64))
-        tokens = tokenizer.tokenize(texts, return_as="tuple", show_progress=False)
-        options = {"k1": settings.k1, "b": settings.b, "method": settings.method}
+        tokens = _tokenized(tokenizer, texts)
+        options: dict[str, Any] = {"k1": settings.k1, "b": settings.b, "method": settings.method}
         retriever = bm25s.BM25(**options) if stats is None else _CorpusStatsBM25(stats, tokens.vocab, **options)
         retriever.index(tokens, show_progress=False)
         return cls(retriever, tokenizer, np.asarray(slots, dtype=np.int64))
@@ -190,8 +199,10 @@ class Bm25Index:
         """Top ``k`` documents with a positive score: ``(scores float32 (m,), slots int64 (m,))``, m ≤ k."""
         if self._retriever is None or k <= 0:
             return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
-        ids = self._tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)[0]
-        scores = np.asarray(self._retriever.get_scores(ids), dtype=np.float32)
+        ids = self._tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)
+        if not isinstance(ids, list):
+            raise TypeError(f"bm25s tokenize(return_as='ids') returned {type(ids).__name__}, not a list")
+        scores = np.asarray(self._retriever.get_scores(ids[0]), dtype=np.float32)
         positive = int(np.count_nonzero(scores > 0))
         k = min(k, positive)
         if k == 0:

@@ -91,6 +91,8 @@ def replay_route(
 
     Valid because signals use only the first ``k_low`` reranker scores and the reranker is pointwise.
     """
+    if ranked.signals is None:
+        raise ValueError("replaying needs a reranked ranking (it has no routing signals)")
     decision = decide(ranked.signals, settings, route)
     if decision.k_rerank > len(ranked.rerank_keys):
         raise ValueError("replaying needs a ranking reranked to k_high (route fixed100)")
@@ -128,11 +130,13 @@ def observe(
     high = {qid: replay_route(r, settings, "fixed100")[:2] for qid, r in judged.items()}
     m_low = per_query_measure(low, qrels, measure, rubric_map=rubric_map, rel_level=rel_level)
     m_high = per_query_measure(high, qrels, measure, rubric_map=rubric_map, rel_level=rel_level)
-    observations = []
+    observations: list[Observation] = []
     for qid, ranked in judged.items():
-        n = ranked.signals.n_candidates
+        signals = ranked.signals
+        assert signals is not None  # replay_route refused a ranking without signals above
+        n = signals.n_candidates
         extra = min(settings.k_high, n) - min(settings.k_low, n)
-        observations.append(Observation(qid, ranked.signals, m_high[qid] - m_low[qid], extra))
+        observations.append(Observation(qid, signals, m_high[qid] - m_low[qid], extra))
     return observations
 
 
@@ -153,7 +157,7 @@ def _grid(values: Sequence[float | None], grid: int, fires_below: bool) -> list[
 def _masks(values: Sequence[float | None], thresholds: list[float | None], fires_below: bool) -> np.ndarray:
     """(len(thresholds), Q) bool: does the signal fire for each query under each threshold."""
     v = np.array([np.nan if x is None else x for x in values], dtype=np.float64)
-    rows = []
+    rows: list[np.ndarray] = []
     for t in thresholds:
         if t is None:
             rows.append(np.zeros(v.size, dtype=bool))
@@ -200,11 +204,11 @@ def calibrate(
                  | tie[None, None, :, :])
         fired &= can
         esc_gain[i], esc_count[i], esc_extra[i] = fired @ gain, fired.sum(-1), fired @ extra
-    enabled = sum(np.indices(shape)[axis] > 0 for axis in range(4))
+    enabled = (np.indices(shape) > 0).sum(axis=0)  # signals switched on, per grid point
     total = float(gain[can].sum())
     score = _objective_score(esc_gain, esc_count, esc_extra, total, len(signals), objective, target_rate, min_recovery)
     best = np.lexsort((enabled.ravel(), esc_count.ravel(), -score.ravel()))[0]
-    i, j, k, t = np.unravel_index(best, shape)
+    i, j, k, t = (int(x) for x in np.unravel_index(best, shape))
     settings = replace(
         base,
         margin_below=grids[0][i],
@@ -335,7 +339,8 @@ def recovery_curve(observations: Sequence[Observation], priority: Sequence[float
     q = len(observations)
     total, high = float(gain[extra > 0].sum()), (low + extra.sum()) / q
     values = np.asarray(priority, dtype=np.float64)
-    points, esc_gain, esc_extra, count = [], 0.0, 0.0, 0
+    points: list[dict[str, float]] = []
+    esc_gain, esc_extra, count = 0.0, 0.0, 0
     levels = [None, *sorted(set(values.tolist()), reverse=True)]
     for level in levels:
         if level is not None:

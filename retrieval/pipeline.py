@@ -37,10 +37,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from steadyrank.retrieval.corpus import Document
-from steadyrank.retrieval.fusion import DEFAULT_RRF_K
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.protocols import Embedder, Reranker
-from steadyrank.retrieval.ranking import Ranking, rank_async
+from steadyrank.retrieval.ranking import AsyncRescore, Ranking, rank_async
 from steadyrank.retrieval.rewrite import DenoiseMode, LlmRewriter, Rewrite, rewrite_query
 from steadyrank.retrieval.routing import (
     Route,
@@ -150,7 +149,8 @@ class Ranked:
         return [] if self.ranking is None else self.ranking.order.tolist()
 
 
-def serve_order(doc_ids: list[str], rank_keys: np.ndarray, order: Sequence[int] | None = None) -> tuple[list[str], np.ndarray]:
+def serve_order(doc_ids: list[str], rank_keys: np.ndarray,
+                order: Sequence[int] | np.ndarray | None = None) -> tuple[list[str], np.ndarray]:
     """Served list when the first ``len(rank_keys)`` of ``doc_ids`` were reranked.
 
     ``order``: the reranked indices by rank (default: keys descending, ties by retrieval order).
@@ -160,10 +160,10 @@ def serve_order(doc_ids: list[str], rank_keys: np.ndarray, order: Sequence[int] 
     """
     k = len(rank_keys)
     head = np.asarray(rank_keys, dtype=np.float64)
-    order = np.argsort(-head, kind="stable") if order is None else np.asarray(order, dtype=np.int64)
+    by_rank = np.argsort(-head, kind="stable") if order is None else np.asarray(order, dtype=np.int64)
     floor = float(head.min()) if k else 0.0
     tail = floor - np.arange(1, len(doc_ids) - k + 1, dtype=np.float64)
-    return [doc_ids[i] for i in order] + doc_ids[k:], np.concatenate([head[order], tail])
+    return [doc_ids[int(i)] for i in by_rank] + doc_ids[k:], np.concatenate([head[by_rank], tail])
 
 
 async def rank_pool(
@@ -204,10 +204,7 @@ async def rank_pool(
         second = await score(low, decision.k_rerank)
         scores, keys = np.concatenate([scores, second.scores]), np.concatenate([keys, second.keys])
 
-    async def rescore(indices: np.ndarray) -> np.ndarray:
-        return await fp32_keys(query, [texts[i] for i in indices])
-
-    ranking = await rank_async(keys, settings.top_n, rescore if fp32_keys is not None else None)
+    ranking = await rank_async(keys, settings.top_n, None if fp32_keys is None else _rescorer(fp32_keys, query, texts))
     timings["rerank"] = first_pass_s + time.perf_counter() - started
     doc_ids, served = serve_order(pool.doc_ids, keys, ranking.order)
     return Ranked(doc_ids, served, pool, scores, keys, ranking, signals, decision, timings, first_pass_s)
@@ -236,7 +233,7 @@ async def search(query: str, mode: Mode, models: SearchModels, settings: Routing
     if models.score is None:
         empty = np.zeros(0, dtype=np.float32)
         return Ranked(pool.doc_ids, pool.scores, pool, empty, empty, None, None, None, timings, query=rewrite)
-    score = stored_vector_rows(vector, pool) if stored else model_rows(models.score, query, pool)
+    score = stored_vector_rows(vector, pool) if stored and vector is not None else model_rows(models.score, query, pool)
     ranked = await rank_pool(query, pool, score, settings, route, models.fp32_keys)
     return Ranked(ranked.doc_ids, ranked.scores, pool, ranked.rerank_scores, ranked.rerank_keys, ranked.ranking,
                   ranked.signals, ranked.decision, {**timings, **ranked.timings}, ranked.first_pass_s, rewrite)
@@ -259,12 +256,13 @@ def model_rows(score: ScorePass, query: str, pool: CandidatePool) -> ScoreRows:
 def stored_vector_rows(query_vector: np.ndarray, pool: CandidatePool) -> ScoreRows:
     """Rerank passes from the pool's stored vectors: score = key = ``Σ_j q_j d_j`` in float32 (the
     cosine of unit vectors; module docstring)."""
-    if pool.vectors is None:
+    vectors = pool.vectors
+    if vectors is None:
         raise ValueError("stored-vector reranking needs the candidates' vectors (retrieve with_vectors)")
     query = np.asarray(query_vector, dtype=np.float32)
 
     async def rows(start: int, stop: int) -> PassScores:
-        keys = (pool.vectors[start:stop] @ query).astype(np.float32)
+        keys = (vectors[start:stop] @ query).astype(np.float32)
         return PassScores(keys, keys)
 
     return rows
@@ -288,25 +286,50 @@ def local_models(store: Index, embedder: Embedder | None, reranker: Reranker | N
     embeds the query, ``reranker`` scores pairs (and re-scores a boundary tie in FP32 when its
     ``rescores_boundary_ties`` says so); ``stored_vectors`` and ``rewriter`` as in :class:`SearchModels`."""
 
-    async def embed(query: str) -> np.ndarray:
-        return embedder.encode([query])[0]
-
     async def retrieve(query: str, vector: np.ndarray | None, mode: Mode, depth: int,
                        with_vectors: bool) -> CandidatePool:
         found = store.search(query, mode=mode, depth=depth, rrf_k=rrf_k, rrf_weights=rrf_weights, vector=vector)
         return CandidatePool.from_store(store, found, with_vectors)
 
+    return SearchModels(retrieve=retrieve, embed=None if embedder is None else _local_embed(embedder),
+                        score=None if reranker is None else _local_score(reranker),
+                        fp32_keys=None if reranker is None else _local_fp32_keys(reranker),
+                        stored_vectors=stored_vectors, rewriter=rewriter)
+
+
+def _local_embed(embedder: Embedder) -> EmbedQuery:
+    async def embed(query: str) -> np.ndarray:
+        return embedder.encode([query])[0]
+
+    return embed
+
+
+def _local_score(reranker: Reranker) -> ScorePass:
     async def score(query: str, texts: list[str]) -> PassScores:
         out = reranker.score([(query, t) for t in texts])
         return PassScores(out.scores, out.keys)
 
+    return score
+
+
+def _local_fp32_keys(reranker: Reranker) -> Fp32Keys | None:
+    """The reranker's FP32 keys, where its ``rescores_boundary_ties`` says a boundary tie is settled."""
+    if not reranker.rescores_boundary_ties:
+        return None
+
     async def fp32_keys(query: str, texts: list[str]) -> np.ndarray:
         return reranker.fp32_keys([(query, t) for t in texts])
 
-    rescores = reranker is not None and reranker.rescores_boundary_ties
-    return SearchModels(retrieve=retrieve, embed=None if embedder is None else embed,
-                        score=None if reranker is None else score, fp32_keys=fp32_keys if rescores else None,
-                        stored_vectors=stored_vectors, rewriter=rewriter)
+    return fp32_keys
+
+
+def _rescorer(fp32_keys: Fp32Keys, query: str, texts: list[str]) -> AsyncRescore:
+    """FP32 keys of the candidates at ``indices`` (the settling of a tie at the cutoff)."""
+
+    async def rescore(indices: np.ndarray) -> np.ndarray:
+        return await fp32_keys(query, [texts[i] for i in indices])
+
+    return rescore
 
 
 def rerank_candidates(
@@ -318,9 +341,9 @@ def rerank_candidates(
     route: Route = "dynamic",
 ) -> Ranked:
     """:func:`rank_pool` run synchronously over in-process models, for already retrieved ``candidates``."""
-    models = local_models(store, None, reranker, rrf_k=DEFAULT_RRF_K, rrf_weights=(1.0, 1.0))
     pool = CandidatePool.from_store(store, candidates)
-    return asyncio.run(rank_pool(query, pool, model_rows(models.score, query, pool), settings, route, models.fp32_keys))
+    return asyncio.run(rank_pool(query, pool, model_rows(_local_score(reranker), query, pool), settings, route,
+                                 _local_fp32_keys(reranker)))
 
 
 def latency_summary(timings: list[dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -329,7 +352,7 @@ def latency_summary(timings: list[dict[str, float]]) -> dict[str, dict[str, floa
     Percentiles by linear interpolation (numpy's default); seconds converted to milliseconds.
     """
     stages = sorted({stage for t in timings for stage in t})
-    out = {}
+    out: dict[str, dict[str, float]] = {}
     for stage in stages:
         values = np.array([t[stage] for t in timings if stage in t]) * 1000.0
         out[stage] = {

@@ -51,7 +51,7 @@ def rank(keys: np.ndarray, top_n: int | None, rescore: Rescore | None) -> Rankin
     order = rank_order(keys)
     groups = tie_groups(keys, min_size=2)
     group = straddling_group(keys, top_n) if top_n is not None and top_n < order.size else None
-    if group is None:
+    if group is None or top_n is None:
         return Ranking(order, groups, False, 0, 0)
     if rescore is None:
         return Ranking(order, groups, True, int(group.size), 0)

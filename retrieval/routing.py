@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,31 +41,47 @@ from steadyrank.metrics import straddling_group
 Route = Literal["dynamic", "fixed50", "fixed100"]
 ROUTES: tuple[Route, ...] = ("dynamic", "fixed50", "fixed100")
 
+#: Signals a routing model may read (numeric fields of :class:`RoutingSignals`).
+MODEL_FEATURES = ("dense_margin", "rerank_entropy", "overlap", "boundary_gap", "tail_mass", "first_stage_gap")
+
+
+def _doc(text: str) -> dict[str, str]:
+    """A routing setting's description (``Field(description=...)`` of the settings' routing section)."""
+    return {"description": text}
+
 
 @dataclass(frozen=True)
 class RoutingSettings:
-    """Depths, signal parameters and thresholds (``None`` disables a signal)."""
+    """Depths, signal parameters and thresholds (``None`` disables a signal). Each field's
+    ``metadata["description"]`` documents it wherever it can be set (``routing.*`` of the settings)."""
 
-    k_low: int = 50
-    k_high: int = 100
-    top_n: int = 10
-    margin_at: int = 10
-    margin_below: float | None = 0.05
-    entropy_temperature: float = 0.1
-    entropy_above: float | None = 0.99
-    tie_enabled: bool = True
-    overlap_at: int = 10
-    overlap_below: float | None = 0.2
-    boundary_at: int = 10
-    boundary_below: float | None = None
-    tail_mass_above: float | None = None
-    first_stage_gap_below: float | None = None
-    model_features: tuple[str, ...] = ()
-    model_mean: tuple[float, ...] = ()
-    model_scale: tuple[float, ...] = ()
-    model_coef: tuple[float, ...] = ()
-    model_intercept: float = 0.0
-    model_above: float | None = None
+    k_low: int = field(default=50, metadata=_doc("candidates always reranked"))
+    k_high: int = field(default=100, metadata=_doc("candidates retrieved, reranked when escalating"))
+    top_n: int = field(default=10, metadata=_doc("default results per /v1/search"))
+    margin_at: int = field(default=10, metadata=_doc("m of the dense_margin signal cos@1 − cos@m, at least 2"))
+    margin_below: float | None = field(default=0.05, metadata=_doc("dense_margin fires below this"))
+    entropy_temperature: float = field(default=0.1, metadata=_doc(
+        "T of rerank_entropy = H(softmax(s/T)) / ln n and of tail_mass, in score units, > 0"))
+    entropy_above: float | None = field(default=0.99, metadata=_doc("rerank_entropy fires above this"))
+    tie_enabled: bool = field(default=True, metadata=_doc("escalate when a tie straddles top_n"))
+    overlap_at: int = field(default=10, metadata=_doc("m of the overlap signal |dense@m ∩ bm25@m| / m"))
+    overlap_below: float | None = field(default=0.2, metadata=_doc("overlap fires below this"))
+    boundary_at: int = field(default=10, metadata=_doc(
+        "b of boundary_gap: the last b reranker scores of the first k_low, in retrieval order"))
+    boundary_below: float | None = field(default=None, metadata=_doc(
+        "boundary_gap = (mean of the top_n best − best of the last boundary_at) / std fires below this"))
+    tail_mass_above: float | None = field(default=None, metadata=_doc(
+        "tail_mass (softmax mass of retrieval positions k_low/2 … k_low) fires above this"))
+    first_stage_gap_below: float | None = field(default=None, metadata=_doc(
+        "first_stage_gap = (f_1 − f_k_low) / |f_1| of the first-stage scores fires below this"))
+    model_features: tuple[str, ...] = field(default=(), metadata=_doc(
+        f"signals read by the fitted routing model (of {', '.join(MODEL_FEATURES)})"))
+    model_mean: tuple[float, ...] = field(default=(), metadata=_doc("the model's feature means μ_j"))
+    model_scale: tuple[float, ...] = field(default=(), metadata=_doc("the model's feature scales σ_j"))
+    model_coef: tuple[float, ...] = field(default=(), metadata=_doc("the model's coefficients w_j"))
+    model_intercept: float = field(default=0.0, metadata=_doc("the model's intercept b"))
+    model_above: float | None = field(default=None, metadata=_doc(
+        "the model fires when p = σ(b + Σ w_j (x_j − μ_j) / σ_j) is above this"))
 
     def __post_init__(self) -> None:
         for name in ("model_features", "model_mean", "model_scale", "model_coef"):
@@ -141,9 +157,6 @@ class RoutingSignals:
 REASON_CODES = ("dense_margin", "rerank_entropy", "tie_at_top_n", "overlap", "boundary_gap", "tail_mass",
                 "first_stage_gap", "model", "route")
 
-#: Signals a routing model may read (numeric fields of :class:`RoutingSignals`).
-MODEL_FEATURES = ("dense_margin", "rerank_entropy", "overlap", "boundary_gap", "tail_mass", "first_stage_gap")
-
 
 @dataclass(frozen=True)
 class RoutingDecision:
@@ -161,7 +174,7 @@ class RoutingDecision:
 
 def fired_signals(signals: RoutingSignals, settings: RoutingSettings) -> tuple[tuple[str, str], ...]:
     """``(code, reason)`` for every enabled signal that fires."""
-    fired = []
+    fired: list[tuple[str, str]] = []
     if settings.margin_below is not None and signals.dense_margin is not None:
         if signals.dense_margin < settings.margin_below:
             fired.append(("dense_margin", f"dense_margin {signals.dense_margin:.4f} < {settings.margin_below:.4f} "

@@ -1,20 +1,8 @@
 """The one map from an error's kind (:class:`~serve.runtime.errors.ErrorKind`) to its HTTP status
 and to each client dialect's error body (docs/ARCHITECTURE.md, "Error model").
 
-| kind | status | steadyrank ``type`` | TEI ``error_type`` |
-|---|---|---|---|
-| ``invalid_input`` | 400 | ``invalid_request_error`` | ``validation`` |
-| ``empty_input`` | 400 | ``invalid_request_error`` | ``empty`` |
-| ``schema`` | 422 | ``validation_error`` | ``validation`` |
-| ``input_too_long`` | 413 | ``payload_too_large`` | ``validation`` |
-| ``unauthorised`` | 401 | ``authentication_error`` | ``unauthorized`` |
-| ``not_found`` | 404 | ``not_found_error`` | ``not_found`` |
-| ``method_not_allowed`` | 405 | ``method_not_allowed`` | ``not_found`` |
-| ``read_timeout`` | 408 | ``timeout_error`` | ``validation`` |
-| ``overloaded`` | 503 + ``Retry-After`` | ``overloaded_error`` | ``overloaded`` |
-| ``unavailable``, ``shard_unavailable`` | 503 | ``unavailable_error`` | ``overloaded`` |
-| ``deadline_exceeded`` | 504 | ``timeout_error`` | ``backend`` |
-| ``internal`` (any untyped exception) | 500 | ``internal_error`` | ``backend`` |
+The table is :data:`_TABLE` below (one row a kind; an untyped exception is ``internal``; an
+``overloaded`` error also carries ``Retry-After``).
 
 steadyrank's body (every native route, Cohere, Infinity, OpenAI shapes):
 ``{"error": {"type", "message", "request_id"}}``; TEI's (``POST /embed``, TEI bodies on
@@ -33,23 +21,41 @@ from steadyrank.serve.runtime.errors import ErrorKind, SchemaError, SteadyrankEr
 
 Dialect = Literal["native", "tei"]
 
-_K = ErrorKind
+#: One row a kind: kind, HTTP status, steadyrank's error ``type``, TEI's ``error_type``.
+_TABLE = """
+invalid_input        400  invalid_request_error  validation
+empty_input          400  invalid_request_error  empty
+schema               422  validation_error       validation
+input_too_long       413  payload_too_large      validation
+unauthorised         401  authentication_error   unauthorized
+not_found            404  not_found_error        not_found
+method_not_allowed   405  method_not_allowed     not_found
+read_timeout         408  timeout_error          validation
+overloaded           503  overloaded_error       overloaded
+unavailable          503  unavailable_error      overloaded
+shard_unavailable    503  unavailable_error      overloaded
+deadline_exceeded    504  timeout_error          backend
+internal             500  internal_error         backend
+"""
+
+
+def _parse(table: str) -> dict[ErrorKind, tuple[int, str, str]]:
+    """``_TABLE`` as kind → (HTTP status, steadyrank's error type, TEI's error type); refuses a table
+    that misses a kind or names one twice."""
+    kinds: dict[ErrorKind, tuple[int, str, str]] = {}
+    for row in table.strip().splitlines():
+        kind, status, native, tei = row.split()
+        if ErrorKind(kind) in kinds:
+            raise ValueError(f"error table: {kind} has two rows")
+        kinds[ErrorKind(kind)] = (int(status), native, tei)
+    missing = [k.value for k in ErrorKind if k not in kinds]
+    if missing:
+        raise ValueError(f"error table: no row for {', '.join(missing)}")
+    return kinds
+
+
 #: kind → (HTTP status, steadyrank's error type, TEI's error type)
-KINDS: dict[ErrorKind, tuple[int, str, str]] = {
-    _K.INVALID_INPUT: (400, "invalid_request_error", "validation"),
-    _K.EMPTY_INPUT: (400, "invalid_request_error", "empty"),
-    _K.SCHEMA: (422, "validation_error", "validation"),
-    _K.INPUT_TOO_LONG: (413, "payload_too_large", "validation"),
-    _K.UNAUTHORISED: (401, "authentication_error", "unauthorized"),
-    _K.NOT_FOUND: (404, "not_found_error", "not_found"),
-    _K.METHOD_NOT_ALLOWED: (405, "method_not_allowed", "not_found"),
-    _K.READ_TIMEOUT: (408, "timeout_error", "validation"),
-    _K.OVERLOADED: (503, "overloaded_error", "overloaded"),
-    _K.UNAVAILABLE: (503, "unavailable_error", "overloaded"),
-    _K.SHARD_UNAVAILABLE: (503, "unavailable_error", "overloaded"),
-    _K.DEADLINE_EXCEEDED: (504, "timeout_error", "backend"),
-    _K.INTERNAL: (500, "internal_error", "backend"),
-}
+KINDS: dict[ErrorKind, tuple[int, str, str]] = _parse(_TABLE)
 
 INTERNAL_MESSAGE = "internal error (the server logged it under this request id)"
 

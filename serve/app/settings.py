@@ -13,20 +13,33 @@ Relative paths in a settings file are resolved against the file's directory. API
 from __future__ import annotations
 
 import ipaddress
+import json
 import math
 import os
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from steadyrank.retrieval.layout import holds_index
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.rewrite import DEFAULT_DENOISE, DenoiseMode, LlmSettings
 from steadyrank.retrieval.routing import Route, RoutingSettings
 from steadyrank.retrieval.routing import load_settings as load_routing_file
+from steadyrank.serve.app.tracing import EXTRA_HINT as TRACING_HINT
+from steadyrank.serve.app.tracing import available as tracing_available
 from steadyrank.serve.quality.settings import QualitySettings
 from steadyrank.serve.runtime.hub import is_hub_id
 from steadyrank.serve.runtime.settings import ModelSettings, device_gpus
@@ -281,32 +294,26 @@ class IndexSettings(_Section):
     )
 
 
-_ROUTING_FIELDS = {f.name for f in dataclass_fields(RoutingSettings)}
+Signal = Literal["margin", "entropy", "overlap", "boundary", "tail_mass", "first_stage_gap", "model"]
+#: A signal of ``routing.disable`` → the threshold it nulls.
+_THRESHOLD_OF: dict[str, str] = {"margin": "margin_below", "entropy": "entropy_above", "overlap": "overlap_below",
+                                 "boundary": "boundary_below", "tail_mass": "tail_mass_above",
+                                 "first_stage_gap": "first_stage_gap_below", "model": "model_above"}
 
 
-class RoutingSection(_Section):
-    """Dynamic-K routing (``retrieval.routing``). Unset (null) fields come from ``file``, else the
-    built-in defaults; a signal is switched off with ``disable`` (a null threshold means "unset")."""
+class _RoutingSectionBase(_Section):
+    """Dynamic-K routing (``retrieval.routing``): every field of its ``RoutingSettings``, each null
+    (unset) by default. An unset field comes from ``file``, else the built-in default; a signal is
+    switched off with ``disable`` (a null threshold means "unset")."""
 
     route: Route = Field(default="dynamic", description="dynamic (escalate on uncertainty), fixed50 (k_low), fixed100 (k_high)")
     file: str | None = Field(default=None, description="routing settings JSON written by `steadyrank route calibrate`")
-    k_low: int | None = Field(default=None, ge=1, description="candidates always reranked (default 50)")
-    k_high: int | None = Field(default=None, ge=1, description="candidates retrieved, reranked when escalating (default 100)")
-    top_n: int | None = Field(default=None, ge=1, description="default results per /v1/search (default 10)")
-    margin_at: int | None = Field(default=None, ge=2, description="m of the dense_margin signal cos@1 − cos@m (default 10)")
-    margin_below: float | None = Field(default=None, description="dense_margin fires below this (default 0.05)")
-    entropy_temperature: float | None = Field(
-        default=None, gt=0, description="T of rerank_entropy = H(softmax(s/T)) / ln n, in score units (default 0.1)")
-    entropy_above: float | None = Field(default=None, description="rerank_entropy fires above this (default 0.99)")
-    tie_enabled: bool | None = Field(default=None, description="escalate when a tie straddles top_n (default true)")
-    overlap_at: int | None = Field(default=None, ge=1, description="m of the overlap signal |dense@m ∩ bm25@m| / m (default 10)")
-    overlap_below: float | None = Field(default=None, description="overlap fires below this (default 0.2)")
-    disable: list[Literal["margin", "entropy", "overlap"]] = Field(
+    disable: list[Signal] = Field(
         default_factory=list, description="signals to switch off (their thresholds become null)"
     )
 
     @model_validator(mode="after")
-    def _valid_policy(self) -> RoutingSection:
+    def _valid_policy(self) -> _RoutingSectionBase:
         if self.file is not None and not Path(self.file).expanduser().is_file():
             raise ValueError(f"file: no such file: {self.file}")
         self.policy()  # a ValueError here names the bad routing values
@@ -316,10 +323,35 @@ class RoutingSection(_Section):
         """The routing policy: file (or defaults), then the fields set here, then ``disable``."""
         base = load_routing_file(Path(self.file).expanduser()) if self.file else RoutingSettings()
         values = base.to_json()
-        values.update({k: getattr(self, k) for k in _ROUTING_FIELDS if getattr(self, k, None) is not None})
+        values.update({k: getattr(self, k) for k in values if getattr(self, k) is not None})
         for signal in self.disable:
-            values[{"margin": "margin_below", "entropy": "entropy_above", "overlap": "overlap_below"}[signal]] = None
+            values[_THRESHOLD_OF[signal]] = None
         return RoutingSettings(**values)
+
+
+def _default_text(value: Any) -> str:
+    """A routing default as a description says it: ``50``, ``true``, ``off`` (None), ``none`` (empty)."""
+    if value is None:
+        return "off"
+    return "none" if value == () else json.dumps(value)
+
+
+def _routing_section() -> type[_RoutingSectionBase]:
+    """The settings' routing section: :class:`_RoutingSectionBase` plus one optional field per
+    ``RoutingSettings`` field, typed and described from it (``metadata["description"]``)."""
+    hints = get_type_hints(RoutingSettings)
+    fields: dict[str, Any] = {
+        f.name: (hints[f.name] | None, Field(default=None, description=f"{f.metadata['description']} "
+                                                                       f"(default {_default_text(f.default)})"))
+        for f in dataclass_fields(RoutingSettings)}
+    return create_model("RoutingSection", __base__=_RoutingSectionBase, __module__=__name__,
+                        __doc__=_RoutingSectionBase.__doc__, **fields)
+
+
+if TYPE_CHECKING:
+    RoutingSection = _RoutingSectionBase
+else:
+    RoutingSection = _routing_section()
 
 
 class DenoiseLlmSettings(_Section):
@@ -503,6 +535,17 @@ class ServerSettings(_Section):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] | None = Field(
         default=None, description="level of Ray's and Ray Serve's own log lines (unset: WARNING, a quiet start); "
                           "steadyrank's own lines are at INFO or this level when set")
+    tracing: bool = Field(
+        default=False, description="OpenTelemetry spans of every request (ingress, model and retriever calls), continuing "
+                           "the trace of a W3C traceparent header; exported over OTLP/HTTP (OTEL_EXPORTER_OTLP_*) unless "
+                           "the process has a tracer provider; needs the otel extra")
+
+    @field_validator("tracing")
+    @classmethod
+    def _otel_installed(cls, value: bool) -> bool:
+        if value and not tracing_available():
+            raise ValueError(f"needs OpenTelemetry; {TRACING_HINT}")
+        return value
 
 
 class ServedRerankerNames(_Section):

@@ -152,3 +152,53 @@ def test_colocated_replica_reserves_what_its_components_reserve() -> None:
         assert options["ray_actor_options"]["num_cpus"] == pytest.approx(d.total_cpus(canary=canary, evaluator=evaluator))
         assert options["ray_actor_options"]["num_gpus"] == pytest.approx(0.75 if canary else 0.5)
         assert options["num_replicas"] == 1 and options["max_ongoing_requests"] == d.ingress.max_ongoing_requests
+
+
+#: A value for every ``RoutingSettings`` field, none of them its default (the model_* fields fitted together).
+ROUTING = {"k_low": 20, "k_high": 40, "top_n": 5, "margin_at": 5, "margin_below": 0.1, "entropy_temperature": 0.2,
+           "entropy_above": 0.9, "tie_enabled": False, "overlap_at": 5, "overlap_below": 0.3, "boundary_at": 4,
+           "boundary_below": 0.5, "tail_mass_above": 0.4, "first_stage_gap_below": 0.05,
+           "model_features": ["dense_margin", "tail_mass"], "model_mean": [0.1, 0.2], "model_scale": [0.3, 0.4],
+           "model_coef": [1.5, -0.5], "model_intercept": -0.25, "model_above": 0.6}
+
+
+def test_every_routing_field_is_a_setting_that_reaches_the_searcher(tmp_path: Path) -> None:
+    """Each field of the routing policy can be set in the settings file, and the Searcher (the
+    router of /v1/search) runs with it; a file's value is overridden by the settings' own."""
+    from dataclasses import fields as dataclass_fields
+
+    from steadyrank.retrieval.routing import RoutingSettings, save_settings
+    from steadyrank.serve.app.colocated import LocalHandle
+    from steadyrank.serve.app.deployments.metrics_hub import MetricsHub
+    from steadyrank.serve.app.deployments.searcher import Searcher
+
+    assert set(ROUTING) == {f.name for f in dataclass_fields(RoutingSettings)}  # a new field needs a value here
+    for name, default in RoutingSettings().to_json().items():
+        assert ROUTING[name] != (list(default) if isinstance(default, tuple) else default), name
+    (tmp_path / "settings.yaml").write_text(yaml.safe_dump({"routing": ROUTING, "limits": {"max_top_n": 40}}))
+    settings = load_settings(tmp_path / "settings.yaml")
+    expected = RoutingSettings.from_json(ROUTING)
+    searcher = Searcher.func_or_class(settings, None, None, None, None, LocalHandle(MetricsHub.func_or_class()))
+    assert searcher.policy == expected
+
+    save_settings(tmp_path / "routing.json", RoutingSettings(k_low=30, k_high=120, boundary_below=0.9, top_n=7))
+    layered = load_settings({"routing": {"file": str(tmp_path / "routing.json"), "boundary_below": 0.2}}).routing_policy()
+    assert (layered.k_low, layered.k_high, layered.top_n, layered.boundary_below) == (30, 120, 7, 0.2)
+
+
+def test_routing_disable_switches_off_every_threshold() -> None:
+    from typing import get_args
+
+    from steadyrank.retrieval.routing import RoutingSignals, decide
+    from steadyrank.serve.app.settings import Signal
+
+    signals = RoutingSignals(n_candidates=100, boundary_gap=0.1, tail_mass=0.9, first_stage_gap=0.01)
+    routing = {"boundary_below": 0.5, "tail_mass_above": 0.4, "first_stage_gap_below": 0.05}
+    assert decide(signals, load_settings({"routing": routing}).routing_policy()).codes == \
+        ("boundary_gap", "tail_mass", "first_stage_gap")
+    every = load_settings({"routing": {**ROUTING, "disable": list(get_args(Signal))},
+                           "limits": {"max_top_n": 40}}).routing_policy()
+    thresholds = ("margin_below", "entropy_above", "overlap_below", "boundary_below", "tail_mass_above",
+                  "first_stage_gap_below", "model_above")
+    assert [getattr(every, name) for name in thresholds] == [None] * len(thresholds)
+    assert not decide(signals, every).escalated

@@ -13,6 +13,7 @@ from ray import serve
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool, PassScores, Ranked, SearchModels, search
 from steadyrank.retrieval.rewrite import LlmRewriter
+from steadyrank.serve.app import tracing
 from steadyrank.serve.app.deployments.reranker import record_ties
 from steadyrank.serve.app.settings import Settings, load_settings
 from steadyrank.serve.contracts import SearchCall, SearchOutcome
@@ -62,18 +63,22 @@ class Searcher:
         reranker = self.rerankers[call.variant]
 
         async def embed(query: str) -> np.ndarray:
-            return (await self.embedder.embed.remote([query], deadline=call.deadline))["vectors"][0]
+            with tracing.span("embedder.embed", texts=1):
+                return (await self.embedder.embed.remote([query], deadline=call.deadline))["vectors"][0]
 
         async def retrieve(query: str, vector: np.ndarray | None, mode: Mode, depth: int,
                            with_vectors: bool) -> CandidatePool:
-            return await self.retriever.search.remote(query, vector, mode, depth, with_vectors)
+            with tracing.span("retriever.search", mode=mode, depth=depth):
+                return await self.retriever.search.remote(query, vector, mode, depth, with_vectors)
 
         async def score(query: str, texts: list[str]) -> PassScores:
-            out = await reranker.score.remote(query, texts, shadow=call.shadow, deadline=call.deadline)
+            with tracing.span("reranker.score", documents=len(texts), variant=call.variant):
+                out = await reranker.score.remote(query, texts, shadow=call.shadow, deadline=call.deadline)
             return PassScores(out["scores"], out["keys"])
 
         async def fp32_keys(query: str, texts: list[str]) -> np.ndarray:
-            return await reranker.fp32_keys.remote(query, texts, shadow=call.shadow)
+            with tracing.span("reranker.fp32_keys", documents=len(texts), variant=call.variant):
+                return await reranker.fp32_keys.remote(query, texts, shadow=call.shadow)
 
         return SearchModels(retrieve=retrieve, embed=embed, score=score,
                             fp32_keys=fp32_keys if self.rescore_on[call.variant] else None,

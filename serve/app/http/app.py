@@ -7,14 +7,17 @@ The Ray Serve ``Ingress`` deployment mounts it (:mod:`serve.app.ingress`); the i
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from steadyrank.serve.app import tracing
 from steadyrank.serve.app.admission import RefusalPacer
 from steadyrank.serve.app.dialects import contract, tei
 from steadyrank.serve.app.errors import render, schema_error
@@ -41,9 +44,10 @@ def create_app(services: Services) -> FastAPI:
     (admission), ``gateway``, ``scoring`` and the readiness cache ``ready``."""
     settings = services.settings
     limits = settings.limits
+    tracing.configure(settings.server.tracing)
     app = FastAPI(title="steadyrank",
                   description="Reranking middleware with High-Precision Scoring, tie facts and dynamic-K search.",
-                  version="0.1.0")
+                  version="0.1.0", **_native_tracing_off())
     gate = Gate(pacer=RefusalPacer(limits.refusals_per_s, limits.refusal_max_wait_s), headroom=limits.admission_headroom)
     gateway = Gateway(services, gate)
     app.state.services = services
@@ -63,6 +67,13 @@ def create_app(services: Services) -> FastAPI:
     values["truncation_directions"] = [*tei.directions(settings.reranker_model.truncation_side), None]
     contract.install(app, values)
     return app
+
+
+def _native_tracing_off() -> dict[str, Any]:
+    """FastAPI's own spans off (FastAPI ≥ 0.16x traces every request whenever the process has a
+    tracer provider): steadyrank's request span (:mod:`serve.app.tracing`) is the only server span,
+    and with ``server.tracing`` off there is none."""
+    return {"telemetry": {"tracing": False}} if "telemetry" in inspect.signature(FastAPI.__init__).parameters else {}
 
 
 def _request_id(request: Request) -> str | None:

@@ -17,13 +17,16 @@ from __future__ import annotations
 import asyncio
 import hmac
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn
+from typing import Annotated, Any, Literal, NoReturn, TypeVar
 
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
 from starlette.requests import Request
 
 from steadyrank.serve.app.http.gateway import declared_size
+from steadyrank.serve.app.http.responses import body_schema
 from steadyrank.serve.runtime.errors import (
     EmptyInputError,
     InputTooLongError,
@@ -35,6 +38,7 @@ from steadyrank.serve.runtime.errors import (
 )
 
 Role = Literal["open", "user", "admin"]
+_Handler = TypeVar("_Handler", bound=Callable[..., Coroutine[Any, Any, Any]])
 
 #: The model deployment each scoring endpoint sends all its work to, for refusing before the body is
 #: read. ``rerank_tei`` is left out: its error shape (TEI or Infinity) is known only from its body.
@@ -149,32 +153,45 @@ async def read_body(request: Request, limit: int, ends: float) -> bytes:
     return body
 
 
-def admitted_body(name: str) -> Callable[[Request], AsyncIterator[bytes]]:
-    """Dependency of a scoring route: its body, read after the checks of the module docstring, with
-    an in-flight slot held until the handler returns."""
+async def admitted_body(request: Request) -> AsyncIterator[bytes]:
+    """Dependency of a scoring route (:func:`scoring_post`): its body, read after the checks of the
+    module docstring, with an in-flight slot held until the handler returns. The route's name comes
+    from its ``endpoint`` dependency, which FastAPI solves first (a route's own ``dependencies``
+    precede its parameters')."""
+    app = request.app.state
+    gate, limits, recorder = app.gate, app.services.settings.limits, app.services.recorder
 
-    async def admit(request: Request) -> AsyncIterator[bytes]:
-        app = request.app.state
-        gate, limits, recorder = app.gate, app.services.settings.limits, app.services.recorder
+    def drop(refused: tuple[str, SteadyrankError]) -> NoReturn:
+        recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason=refused[0])
+        raise refused[1]
 
-        def drop(refused: tuple[str, SteadyrankError]) -> NoReturn:
-            recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason=refused[0])
-            raise refused[1]
-
-        refused = refusal(request, name)
-        if refused is not None:
-            drop(refused)
-        arrived = request.scope.get("state", {}).get("arrived", time.monotonic())
-        body = await read_body(request, limits.max_body_bytes, arrived + limits.body_timeout_s)
-        refused = refusal(request, "")  # the slots filled while the body arrived
-        if refused is not None:
-            drop(refused)
-        gate.in_flight += 1
+    refused = refusal(request, request.state.endpoint)
+    if refused is not None:
+        drop(refused)
+    arrived = request.scope.get("state", {}).get("arrived", time.monotonic())
+    body = await read_body(request, limits.max_body_bytes, arrived + limits.body_timeout_s)
+    refused = refusal(request, "")  # the slots filled while the body arrived
+    if refused is not None:
+        drop(refused)
+    gate.in_flight += 1
+    recorder.set("steadyrank_in_flight_requests", gate.in_flight)
+    try:
+        yield body
+    finally:
+        gate.in_flight -= 1
         recorder.set("steadyrank_in_flight_requests", gate.in_flight)
-        try:
-            yield body
-        finally:
-            gate.in_flight -= 1
-            recorder.set("steadyrank_in_flight_requests", gate.in_flight)
 
-    return admit
+
+#: A scoring handler's body parameter: ``raw: AdmittedBody``.
+AdmittedBody = Annotated[bytes, Depends(admitted_body)]
+
+
+def scoring_post(router: APIRouter, path: str, name: str, request_model: type[BaseModel], response_model: Any,
+                 responses: dict[int | str, dict[str, Any]], *, tags: str = "scoring", dialect: str = "native",
+                 openapi_extra: dict[str, Any] | None = None) -> Callable[[_Handler], _Handler]:
+    """The decorator of a scoring route: ``POST path`` named ``name`` (request metrics, error
+    ``dialect``), the API key checked, the OpenAPI body from ``request_model`` (or
+    ``openapi_extra``); the handler takes its body as ``raw: AdmittedBody``."""
+    return router.post(path, tags=[tags], openapi_extra=openapi_extra or body_schema(request_model),
+                       response_model=response_model, responses=responses,
+                       dependencies=[Depends(endpoint(name, dialect)), Depends(authorised)])

@@ -8,6 +8,7 @@ untyped exception, and the request metrics.
 - ``request.state.arrived``: ``time.monotonic()`` at arrival (the body's read deadline counts from it);
 - an exception no handler mapped (a bug): its traceback is logged once under the request id and the
   client gets a JSON 500 naming only the request id;
+- the request's OpenTelemetry span, when tracing is on (:mod:`serve.app.tracing`);
 - a scoring route's outcome: ``steadyrank_requests_total{endpoint, code, model}`` and
   ``steadyrank_request_duration_seconds{endpoint, model}``; ``steadyrank_in_flight_requests`` is set
   as requests start and end.
@@ -21,6 +22,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from steadyrank.serve.app import tracing
 from steadyrank.serve.app.errors import internal_error
 from steadyrank.serve.app.http.context import REQUEST_ID_HEADER, current_request_id, request_id_of
 
@@ -57,17 +59,22 @@ class RequestContext:
                 message = {**message, "headers": [*headers, (b"x-request-id", request_id.encode())]}
             await send(message)
 
-        try:
-            await self.app(scope, receive, send_with_id)
-        except Exception:
-            logger.exception("unhandled error on %s %s", scope.get("method"), _path(scope))
-            if status:  # the response had started: nothing more can be said to the client
-                raise
-            dialect = state.get("dialect", "native")
-            await internal_error(request_id, dialect)(scope, receive, send_with_id)
-        finally:
-            current_request_id.reset(token)
-            self._record(state, status[0] if status else 500, time.perf_counter() - started, scope)
+        method = scope.get("method", "")
+        with tracing.request_span(scope) as span:
+            try:
+                await self.app(scope, receive, send_with_id)
+            except Exception:
+                logger.exception("unhandled error on %s %s", method, _path(scope))
+                if status:  # the response had started: nothing more can be said to the client
+                    raise
+                dialect = state.get("dialect", "native")
+                await internal_error(request_id, dialect)(scope, receive, send_with_id)
+            finally:
+                current_request_id.reset(token)
+                code = status[0] if status else 500
+                self._record(state, code, time.perf_counter() - started, scope)
+                route = scope.get("route")
+                tracing.end_request(span, method, getattr(route, "path", None), code, request_id)
 
     def _record(self, state: dict[str, Any], code: int, seconds: float, scope: Scope) -> None:
         name = state.get("endpoint")

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
+from steadyrank.serve.app import tracing
 from steadyrank.serve.app.errors import schema_error
 from steadyrank.serve.app.http.gateway import Gateway
 from steadyrank.serve.app.http.services import Services
@@ -77,8 +78,9 @@ class Scoring:
         top_n = min(top_n, len(texts)) if top_n is not None else None
         ends = time.time() + deadline
         reranker = self.services.reranker
-        return await self.gateway.model_call(request, "reranker", len(texts), deadline,
-                                             lambda: reranker.rerank.remote(query, texts, top_n, deadline=ends))
+        with tracing.span("reranker.rerank", documents=len(texts)):
+            return await self.gateway.model_call(request, "reranker", len(texts), deadline,
+                                                 lambda: reranker.rerank.remote(query, texts, top_n, deadline=ends))
 
     def check_embedding_texts(self, texts: list[str], single: bool, field: str) -> None:
         """Embedding inputs: at least one, within the count limit, none blank, none too long."""
@@ -92,5 +94,6 @@ class Scoring:
         deadline = self.gateway.deadline(request)
         ends = time.time() + deadline
         embedder = self.services.embedder
-        return await self.gateway.model_call(request, "embedder", len(texts), deadline,
-                                             lambda: embedder.embed.remote(texts, count_tokens, deadline=ends))
+        with tracing.span("embedder.embed", texts=len(texts)):
+            return await self.gateway.model_call(request, "embedder", len(texts), deadline,
+                                                 lambda: embedder.embed.remote(texts, count_tokens, deadline=ends))

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from steadyrank.serve.app.dialects import cohere
-from steadyrank.serve.app.http.deps import admitted_body, authorised, endpoint
-from steadyrank.serve.app.http.responses import JSON, body_schema, errors
+from steadyrank.serve.app.http.deps import AdmittedBody, scoring_post
+from steadyrank.serve.app.http.responses import JSON, errors
 from steadyrank.serve.app.http.scoring import check_count, check_query, check_sizes, off_loop, parse
 
 router = APIRouter()
 
 
-@router.post("/v2/rerank", tags=["dialects"], openapi_extra=body_schema(cohere.RerankV2Request),
-             response_model=cohere.RerankV2Response, responses=errors(400, 401, 404, 408, 413, 422, 503, 504),
-             dependencies=[Depends(endpoint("rerank_v2")), Depends(authorised)])
-async def rerank_v2(request: Request, raw: Annotated[bytes, Depends(admitted_body("rerank_v2"))]) -> Response:
+@scoring_post(router, "/v2/rerank", "rerank_v2", cohere.RerankV2Request, cohere.RerankV2Response,
+              errors(400, 401, 404, 408, 413, 422, 503, 504), tags="dialects")
+async def rerank_v2(request: Request, raw: AdmittedBody) -> Response:
     """Cohere v2 rerank. Every limit is checked before ``max_tokens_per_doc`` tokenises a document;
     the tokenising runs off the event loop."""
     app = request.app.state

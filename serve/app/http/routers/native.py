@@ -9,11 +9,11 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from steadyrank.serve.app import protocol
+from steadyrank.serve.app import protocol, tracing
 from steadyrank.serve.app.dialects import embeddings as embedding_dialect
 from steadyrank.serve.app.dialects.documents import document_text
-from steadyrank.serve.app.http.deps import Role, admitted_body, authorised, endpoint
-from steadyrank.serve.app.http.responses import JSON, body_schema, errors
+from steadyrank.serve.app.http.deps import AdmittedBody, Role, authorised, endpoint, scoring_post
+from steadyrank.serve.app.http.responses import JSON, errors
 from steadyrank.serve.app.http.scoring import check_count, check_query, off_loop, parse
 from steadyrank.serve.contracts import SearchCall, SearchOutcome
 from steadyrank.serve.runtime.errors import InvalidInputError
@@ -25,10 +25,9 @@ def _texts(documents: list[Any], rank_fields: list[str] | None) -> list[str]:
     return [document_text(d, rank_fields) for d in documents]
 
 
-@router.post("/v1/rerank", tags=["scoring"], openapi_extra=body_schema(protocol.RerankRequest),
-             response_model=protocol.RerankResponse, responses=errors(400, 401, 404, 408, 413, 422, 503, 504),
-             dependencies=[Depends(endpoint("rerank")), Depends(authorised)])
-async def rerank(request: Request, raw: Annotated[bytes, Depends(admitted_body("rerank"))]) -> Response:
+@scoring_post(router, "/v1/rerank", "rerank", protocol.RerankRequest, protocol.RerankResponse,
+              errors(400, 401, 404, 408, 413, 422, 503, 504))
+async def rerank(request: Request, raw: AdmittedBody) -> Response:
     """Cohere/Jina-shaped rerank. Results by score descending, ties by input index."""
     app = request.app.state
     body = parse(raw, protocol.RerankRequest)
@@ -40,11 +39,9 @@ async def rerank(request: Request, raw: Annotated[bytes, Depends(admitted_body("
     return JSON({**response, "id": request.state.request_id})
 
 
-@router.post("/v1/search", tags=["scoring"], openapi_extra=body_schema(protocol.SearchRequest),
-             response_model=protocol.SearchResponse, responses=errors(400, 401, 408, 413, 422, 503, 504),
-             dependencies=[Depends(endpoint("search")), Depends(authorised)])
-async def search(request: Request, raw: Annotated[bytes, Depends(admitted_body("search"))],
-                 role: Annotated[Role, Depends(authorised)]) -> Response:
+@scoring_post(router, "/v1/search", "search", protocol.SearchRequest, protocol.SearchResponse,
+              errors(400, 401, 408, 413, 422, 503, 504))
+async def search(request: Request, raw: AdmittedBody, role: Annotated[Role, Depends(authorised)]) -> Response:
     """Retrieve (dense, BM25 or hybrid), rerank with dynamic K, return the top ``top_n``."""
     started = time.perf_counter()
     app = request.app.state
@@ -57,7 +54,8 @@ async def search(request: Request, raw: Annotated[bytes, Depends(admitted_body("
     call = SearchCall(query=body.query, top_n=body.top_n, mode=body.mode, denoise=body.denoise,
                       return_documents=body.return_documents, deadline=time.time() + deadline)
     searcher = app.services.searcher
-    out: SearchOutcome = await app.gateway.call(deadline, lambda: searcher.search.remote(call))
+    with tracing.span("searcher.search", mode=body.mode or ""):
+        out: SearchOutcome = await app.gateway.call(deadline, lambda: searcher.search.remote(call))
     payload = protocol.SearchResponse.build(out, body.return_candidates).model_dump()
     payload["id"] = request.state.request_id
     evaluator = app.services.evaluator
@@ -71,10 +69,9 @@ async def search(request: Request, raw: Annotated[bytes, Depends(admitted_body("
     return JSON(payload)
 
 
-@router.post("/v1/embeddings", tags=["scoring"], openapi_extra=body_schema(protocol.EmbeddingRequest),
-             response_model=protocol.EmbeddingResponse, responses=errors(400, 401, 404, 408, 413, 422, 503, 504),
-             dependencies=[Depends(endpoint("embeddings")), Depends(authorised)])
-async def embeddings(request: Request, raw: Annotated[bytes, Depends(admitted_body("embeddings"))]) -> Response:
+@scoring_post(router, "/v1/embeddings", "embeddings", protocol.EmbeddingRequest, protocol.EmbeddingResponse,
+              errors(400, 401, 404, 408, 413, 422, 503, 504))
+async def embeddings(request: Request, raw: AdmittedBody) -> Response:
     """OpenAI-shaped embeddings (L2-normalised; FP32-normalised under HPS)."""
     app = request.app.state
     body = parse(raw, protocol.EmbeddingRequest)

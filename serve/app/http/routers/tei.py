@@ -3,16 +3,14 @@ its keys) and ``POST /embed``. TEI requests get TEI's error body (``request.stat
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import numpy as np
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic_core import from_json
 
 from steadyrank.serve.app.dialects import infinity, tei
-from steadyrank.serve.app.http.deps import admitted_body, authorised, endpoint
-from steadyrank.serve.app.http.responses import JSON, body_schema, errors
+from steadyrank.serve.app.http.deps import AdmittedBody, scoring_post
+from steadyrank.serve.app.http.responses import JSON, errors
 from steadyrank.serve.app.http.routers import infinity as infinity_router
 from steadyrank.serve.app.http.scoring import off_loop, parse
 
@@ -29,13 +27,12 @@ def _sniff(raw: bytes) -> str:
         return "tei"
 
 
-@router.post("/rerank", tags=["dialects"], openapi_extra={"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"oneOf": [tei.TeiRerankRequest.model_json_schema(ref_template=_SCHEMA_REF),
-                                              infinity.InfinityRerankRequest.model_json_schema(ref_template=_SCHEMA_REF)]}}}}},
-    response_model=list[tei.TeiRank] | infinity.InfinityRerankResponse,
-    responses={**errors(401, 404), **{code: {"model": tei.RerankPathError} for code in (400, 408, 413, 422, 503, 504)}},
-    dependencies=[Depends(endpoint("rerank_tei")), Depends(authorised)])
-async def rerank(request: Request, raw: Annotated[bytes, Depends(admitted_body("rerank_tei"))]) -> Response:
+@scoring_post(router, "/rerank", "rerank_tei", tei.TeiRerankRequest, list[tei.TeiRank] | infinity.InfinityRerankResponse,
+              {**errors(401, 404), **{code: {"model": tei.RerankPathError} for code in (400, 408, 413, 422, 503, 504)}},
+              tags="dialects", openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                  "schema": {"oneOf": [tei.TeiRerankRequest.model_json_schema(ref_template=_SCHEMA_REF),
+                                       infinity.InfinityRerankRequest.model_json_schema(ref_template=_SCHEMA_REF)]}}}}})
+async def rerank(request: Request, raw: AdmittedBody) -> Response:
     """TEI rerank (``texts``; bare array, TEI errors) or Infinity rerank (``documents``)."""
     if _sniff(raw) == "infinity":
         return await infinity_router.rerank(request, raw)
@@ -49,11 +46,9 @@ async def rerank(request: Request, raw: Annotated[bytes, Depends(admitted_body("
     return JSON(tei.rerank_response(out, body.texts, body.return_text))
 
 
-@router.post("/embed", tags=["dialects"], openapi_extra=body_schema(tei.TeiEmbedRequest),
-             response_model=list[list[float]],
-             responses={code: {"model": tei.TeiError} for code in (400, 401, 408, 413, 422, 503, 504)},
-             dependencies=[Depends(endpoint("embed_tei", dialect="tei")), Depends(authorised)])
-async def embed(request: Request, raw: Annotated[bytes, Depends(admitted_body("embed_tei"))]) -> Response:
+@scoring_post(router, "/embed", "embed_tei", tei.TeiEmbedRequest, list[list[float]],
+              {code: {"model": tei.TeiError} for code in (400, 401, 408, 413, 422, 503, 504)}, tags="dialects", dialect="tei")
+async def embed(request: Request, raw: AdmittedBody) -> Response:
     """TEI embed: ``{inputs}`` → ``[[float]]`` (L2-normalised)."""
     app = request.app.state
     body = parse(raw, tei.TeiEmbedRequest)
