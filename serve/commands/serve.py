@@ -269,7 +269,13 @@ def _serve_on_ray(args: argparse.Namespace, settings: Settings, host: str, port:
         ray_serve.start(http_options={"host": host, "port": port}, logging_config=access_log)
         print("steadyrank: starting the deployments (the first start loads the models; this takes a minute)…",
               file=sys.stderr, flush=True)
-        ray_serve.run(build_app({"settings": settings}), name=APP_NAME, route_prefix="/", logging_config=access_log)
+        try:
+            ray_serve.run(build_app({"settings": settings}), name=APP_NAME, route_prefix="/",
+                          logging_config=access_log)
+        except RuntimeError as exc:  # Serve's "Deploying application … failed": the replica's traceback is above
+            print(f"steadyrank serve: error: the deployments did not start: {exc} (the replica's error is logged "
+                  "above)", file=sys.stderr, flush=True)
+            return 1
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
         url = f"http://{shown}:{port}"
         print(f"\nsteadyrank is serving at {url}   ({auth}; Ctrl-C or SIGTERM to stop)\n"
