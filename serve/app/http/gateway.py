@@ -4,9 +4,10 @@ a call whose replica died, and the map from what a call raised to a domain error
 Every call goes through :meth:`Gateway.call` under its deadline (seconds):
 
 - a call whose replica died under it (``RayActorError``: ``ActorDiedError``,
-  ``ActorUnavailableError``) is made again, after 0.1 s, while the deadline allows: Serve routes it
-  to a live or replacement replica. Every call made here only reads (scoring, search, reports), so a
-  repeat is safe; repeats are counted in ``steadyrank_request_retries_total{reason="replica_lost"}``;
+  ``ActorUnavailableError``) is made again, after 0.1 s, while the deadline allows
+  (:mod:`serve.app.retry`): Serve routes it to a live or replacement replica. Every call made here
+  only reads (scoring, search, reports), so a repeat is safe; repeats are counted in
+  ``steadyrank_request_retries_total{reason="replica_lost"}``;
 - what the call raised becomes a :class:`~serve.runtime.errors.SteadyrankError` of its kind: the
   domain error a replica raised (out of Ray's wrappers) as it is; the deadline passing →
   ``deadline_exceeded``; Serve's full queue (``BackPressureError``) → ``overloaded``; a deployment
@@ -28,6 +29,7 @@ from typing import Any
 from starlette.requests import Request
 
 from steadyrank.serve.app.http.services import Gate, Services
+from steadyrank.serve.app.retry import again_if_lost
 from steadyrank.serve.runtime.errors import (
     DeadlineExceeded,
     InvalidInputError,
@@ -50,20 +52,6 @@ def root_cause(exc: BaseException) -> BaseException:
         exc = exc.cause  # type: ignore[attr-defined]
         seen += 1
     return exc
-
-
-def replica_lost(exc: BaseException | None) -> bool:
-    """Whether ``exc`` (or what it wraps) says the replica serving the call died or became
-    unreachable (``RayActorError``: ``ActorDiedError``, ``ActorUnavailableError``)."""
-    from ray.exceptions import RayActorError
-
-    seen = 0
-    while exc is not None and seen < 6:
-        if isinstance(exc, RayActorError):
-            return True
-        exc = getattr(exc, "cause", None) or exc.__cause__
-        seen += 1
-    return False
 
 
 def domain_error(exc: BaseException, deadline_s: float, retry_after_s: int) -> SteadyrankError | None:
@@ -115,19 +103,16 @@ class Gateway:
 
     async def call(self, deadline: float, call: Callable[[], Awaitable[Any]]) -> Any:
         """Await ``call()`` under ``deadline`` seconds (see the module docstring)."""
-        ends = time.monotonic() + deadline
-        while True:
-            try:
-                return await asyncio.wait_for(call(), timeout=max(0.0, ends - time.monotonic()))
-            except Exception as exc:
-                if replica_lost(exc) and time.monotonic() < ends:
-                    self.services.recorder.inc("steadyrank_request_retries_total", reason="replica_lost")
-                    await asyncio.sleep(min(0.1, max(0.0, ends - time.monotonic())))  # let Serve see the loss
-                    continue
-                mapped = domain_error(exc, deadline, self.limits.retry_after_s)
-                if mapped is None:
-                    raise
-                raise mapped from None
+        try:
+            return await again_if_lost(call, time.monotonic() + deadline, self._count_repeat)
+        except Exception as exc:
+            mapped = domain_error(exc, deadline, self.limits.retry_after_s)
+            if mapped is None:
+                raise
+            raise mapped from None
+
+    def _count_repeat(self) -> None:
+        self.services.recorder.inc("steadyrank_request_retries_total", reason="replica_lost")
 
     def work_refusal(self, model: str, units: int, deadline: float) -> OverloadedError | None:
         """The 503 for a request of ``units`` at ``model`` that work-based admission refuses, or None."""
