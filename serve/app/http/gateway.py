@@ -129,7 +129,13 @@ class Gateway:
         """:meth:`call` to a model deployment under work-based admission: ``units`` (documents or
         texts) are refused at once, 503 + ``Retry-After``, when the work queued at ``model`` would
         keep them past ``limits.admission_headroom`` × the deadline. The request's body size per
-        unit is noted first, for refusals before a body is read."""
+        unit is noted first, for refusals before a body is read.
+
+        The units leave the queue exactly once, when the model is done with them: at the answer or
+        error; at once when the client goes away (the call is cancelled, so a job still queued at
+        the model is dropped); and after a 504, not at the 504 but when the model call itself ends
+        (:func:`settle`): the model still computes a job whose batch had started, and drops one
+        still queued at the deadline it was given, so until then the work is still the model's."""
         queue = self.gate.work[model]
         queue.observe_body(declared_size(request), units)
         refused = self.work_refusal(model, units, deadline)
@@ -138,14 +144,31 @@ class Gateway:
             raise refused
         queue.start(units, time.monotonic())
         self.services.recorder.set("steadyrank_queued_work_units", queue.pending, model=model)
-        completed = False
-        try:
-            out = await self.call(deadline, call)
-            completed = True
-            return out
-        finally:
+        sent: list[asyncio.Future] = []
+
+        def send() -> Awaitable[Any]:  # the model call runs on if our wait for it is cancelled
+            sent.append(asyncio.ensure_future(call()))
+            return asyncio.shield(sent[-1])
+
+        def release(completed: bool) -> None:
             queue.finish(units, time.monotonic(), completed)
             self.services.recorder.set("steadyrank_queued_work_units", queue.pending, model=model)
+
+        try:
+            out = await self.call(deadline, send)
+        except DeadlineExceeded:
+            if sent and not sent[-1].done():  # the model still has it: its units stay until it is done
+                self.detach(settle(sent[-1], release), f"{model} work past its deadline")
+            else:
+                release(False)
+            raise
+        except BaseException:
+            for work in sent:  # the client went away (or a bug): a job still queued is dropped
+                work.cancel()
+            release(False)
+            raise
+        release(True)
+        return out
 
     async def model_facts(self, name: str) -> dict[str, Any]:
         """A model deployment's ``info()`` (id, max_length, …), asked once, under a timeout."""
@@ -167,6 +190,16 @@ class Gateway:
         task = asyncio.get_running_loop().create_task(run())
         self.background.add(task)
         task.add_done_callback(self.background.discard)
+
+
+async def settle(work: asyncio.Future, release: Callable[[bool], None]) -> None:
+    """Await ``work``, a model call whose request already got its 504, then ``release`` its units
+    (``True``: the model computed them). Run detached (:meth:`Gateway.detach`): cancelled after
+    :data:`SIDE_CALL_TIMEOUT_S`, which cancels ``work`` and releases the units all the same."""
+    try:
+        await work
+    finally:
+        release(work.done() and not work.cancelled() and work.exception() is None)
 
 
 def declared_size(request: Request) -> int | None:
