@@ -86,8 +86,9 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
                "(refused while the server drains for shutdown, 503).",
                ("deployment", "reason")),
     MetricSpec("steadyrank_request_retries_total", "counter",
-               "Deployment calls the ingress made again because the replica serving them died or became "
-               "unreachable (reason replica_lost); the repeat goes to a live or replacement replica.",
+               "Deployment calls made again because the replica serving them died or became unreachable: "
+               "by the ingress (reason replica_lost) or by the sharded Retriever for one shard's search "
+               "(reason shard_replica_lost); the repeat goes to a live or replacement replica.",
                ("reason",)),
     MetricSpec("steadyrank_request_duration_seconds", "histogram",
                "Latency of user requests per endpoint and model, from request received to response ready.",

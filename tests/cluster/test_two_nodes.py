@@ -98,11 +98,11 @@ def cluster(tmp_path_factory) -> LocalCluster:
         cluster.stop()
 
 
-@pytest.fixture(scope="module")
-def app(cluster: LocalCluster) -> str:
+def deploy(cluster: LocalCluster, settings_mapping: dict[str, Any]) -> str:
+    """Deploy the application with ``settings_mapping`` the users' way; its URL once /readyz is 200."""
     (port,) = free_ports(1)
     settings = cluster.root / "settings.yaml"
-    settings.write_text(yaml.safe_dump(settings_for(cluster.root / "cache")))
+    settings.write_text(yaml.safe_dump(settings_mapping))
     config = cluster.root / "serve_config.yaml"
     config.write_text(yaml.safe_dump(serve_config(settings, port)))
     deployed = cluster.serve("deploy", str(config))
@@ -110,6 +110,11 @@ def app(cluster: LocalCluster) -> str:
     url = f"http://127.0.0.1:{port}"
     wait_for(lambda: httpx.get(f"{url}/readyz", timeout=20).status_code == 200, 420, "/readyz 200")
     return url
+
+
+@pytest.fixture(scope="module")
+def app(cluster: LocalCluster) -> str:
+    return deploy(cluster, settings_for(cluster.root / "cache"))
 
 
 def test_replicas_on_both_nodes_and_every_endpoint_answers(cluster: LocalCluster, app: str):

@@ -12,6 +12,8 @@ HTTP stack are the real ones; components are called through the colocated layout
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,3 +178,25 @@ def metric(served: Served, name: str, **labels: str) -> float:
                 return sample.value
     return 0.0
 
+
+class Uvicorn:
+    """The app on a real uvicorn server on 127.0.0.1 (its own thread and event loop)."""
+
+    def __init__(self, app) -> None:
+        import uvicorn
+
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+                                                    timeout_keep_alive=30, limit_concurrency=None))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> int:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.02)
+        return self.server.servers[0].sockets[0].getsockname()[1]
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)

@@ -14,7 +14,7 @@ import asyncio
 
 import pytest
 
-from tests.http.conftest import KEY, Served, build, metric
+from tests.http.conftest import KEY, Behaviour, Served, build, metric
 
 pytestmark = pytest.mark.anyio
 
@@ -151,3 +151,72 @@ async def test_a_call_on_a_dead_replica_is_retried_within_its_deadline(served, p
         r = await c.post(path, json=body)
     assert r.status_code == 200, r.text
     assert metric(served, "steadyrank_request_retries_total", reason="replica_lost") == 2
+
+
+# -- the work queue: an admitted request's units leave it exactly once, however it ends ---------------
+
+def held_units(served: Served) -> int:
+    return served.app.state.gate.work["reranker"].pending
+
+
+@pytest.mark.parametrize("ending", ["deadline", "replica_error", "bug", "client_gone"])
+async def test_an_admitted_request_releases_its_units_exactly_once_when_the_model_is_done(ending) -> None:
+    """One request of 2 documents stays held at the reranker (2 units pending) while another of 3
+    documents ends badly: a 504 at its deadline, a domain error from the replica, a bug (500), or
+    its client going away. Its 3 units leave the queue once, and only when the model is done with
+    them: after the 504 the model call runs on (a started batch is still computed; the replica drops
+    a queued job at its deadline), so the units stay until that call ends (before: they left at
+    the 504, and the queue under-counted the model's work); on a client going away the call is
+    cancelled (a queued job is dropped) and the units leave at once. The held request's 2 units
+    stay throughout (a second release would take them too), and once it answers the queue is empty:
+    no estimate drifts, and later requests come and go."""
+    from steadyrank.serve.runtime.errors import InputTooLongError
+
+    served = build({"limits": {"request_timeout_s": 30}})
+    release_first, model_done, first = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    cancelled = []
+    fails = {"replica_error": InputTooLongError("too long at the replica"), "bug": RuntimeError("boom")}.get(ending)
+
+    async def act(*args):  # the first call is held until released; the second ends as `ending` says
+        if not first.is_set():
+            first.set()
+            await release_first.wait()
+            return
+        if fails is not None:
+            raise fails
+        try:
+            await model_done.wait()  # the model still works on it past its deadline
+        except asyncio.CancelledError:
+            cancelled.append(args)
+            raise
+
+    served.reranker.behaviour.act = act
+    async with served.client() as c:
+        held = asyncio.create_task(c.post("/v1/rerank", json={"query": "q", "documents": DOCS[:2]}))
+        await first.wait()
+        assert held_units(served) == 2
+        headers = {"X-Request-Timeout": "0.2"} if ending == "deadline" else {}
+        bad = asyncio.create_task(c.post("/v1/rerank", json={"query": "q", "documents": DOCS}, headers=headers))
+        if fails is None:  # it waits at the reranker: 5 units pending
+            while held_units(served) < 5:
+                await asyncio.sleep(0.01)
+        if ending == "client_gone":
+            bad.cancel()
+        (outcome,) = await asyncio.gather(bad, return_exceptions=True)
+        status = None if isinstance(outcome, BaseException) else outcome.status_code
+        assert status == {"deadline": 504, "replica_error": 413, "bug": 500, "client_gone": None}[ending]
+        if ending == "deadline":
+            assert held_units(served) == 5, "the units left at the 504 while the model still had the work"
+            model_done.set()
+            while held_units(served) > 2:
+                await asyncio.sleep(0.01)
+        assert held_units(served) == 2, f"{ending}: the other request's units were released too"
+        assert len(cancelled) == (ending == "client_gone")
+        release_first.set()
+        assert (await held).status_code == 200
+        assert held_units(served) == 0
+        assert metric(served, "steadyrank_queued_work_units", model="reranker") == 0
+        served.reranker.behaviour.act = Behaviour().act
+        for _ in range(3):  # nothing left behind: more requests come and go
+            assert (await c.post("/v1/rerank", json={"query": "q", "documents": DOCS})).status_code == 200
+    assert held_units(served) == 0

@@ -4,6 +4,7 @@ aliases, vendor parameters, and a seeded, bounded schemathesis run over every op
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -202,13 +203,19 @@ def test_openapi_states_the_server_limits(client, serve_app) -> None:
 
 
 def test_schemathesis_every_operation_all_checks(serve_app, tmp_path: Path) -> None:
-    """Seeded and bounded: every operation, every check (positive-data acceptance included)."""
+    """Seeded and bounded: every operation, every check (positive-data acceptance included), and
+    the hostile bodies of tests/hostile_inputs.py (nested JSON, bad UTF-8, giant numbers, one over
+    the body limit) sent to every JSON operation by the check ``hostile_json_is_a_json_4xx``
+    (tests/schemathesis_hooks.py): each must get a JSON 4xx, never a 500."""
     st = Path(sys.executable).with_name("st")
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+           "STEADYRANK_HOSTILE_BODY_LIMIT": str(serve_app.settings.limits.max_body_bytes)}
     run = subprocess.run(
         [str(st), "--config-file", str(Path(__file__).with_name("schemathesis.toml")), "run",
          f"{serve_app.url}/openapi.json", "--checks", "all", "--seed", "20261123", "--max-examples", "12",
          "--workers", "1", "--phases", "examples,coverage,fuzzing", "--request-timeout", "60",
          "--max-response-time", "60",
          "-H", f"Authorization: Bearer {serve_app.api_key}"],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]

@@ -9,6 +9,12 @@ worker group's ``rayStartParams.resources``) hold shard i — one node per shard
 holding one shard. A shard that fails or misses ``index.shard_timeout_s`` fails the search with
 503, or with ``index.partial_results: true`` the others answer with ``meta.partial: true`` and
 ``meta.missing_shards`` (docs/ARCHITECTURE.md, "Sharded index").
+
+Replica and node loss: a shard call whose replica died, or whose node stopped answering, is made
+again within ``index.shard_timeout_s`` (:mod:`serve.app.retry`), counted in
+``steadyrank_request_retries_total{reason="shard_replica_lost"}``: Serve routes the repeat to the
+shard's other replica (on another node) or to its replacement, so with two replicas per shard on two
+nodes the loss of one node fails no search.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from steadyrank.retrieval.pipeline import CandidatePool
 from steadyrank.retrieval.shards import ShardAnswer, answer_from_store, open_shard, scatter_gather
 from steadyrank.serve.app.deployments.common import model_executor, run_in
 from steadyrank.serve.app.deployments.retriever import EmbedderIdentity
+from steadyrank.serve.app.retry import again_if_lost
 from steadyrank.serve.app.settings import Settings, load_settings
 from steadyrank.serve.runtime.errors import InvalidInputError
 from steadyrank.serve.telemetry import Recorder
@@ -107,7 +114,9 @@ class ShardedRetriever:
             raise InvalidInputError(f"mode {mode!r} needs the query vector")
         s, index = self.search_settings, self.index_settings
         started = time.perf_counter()
-        calls = [lambda shard=shard: shard.search.remote(query, vector, mode, depth, with_vectors)
+        ends = time.monotonic() + index.shard_timeout_s
+        calls = [lambda shard=shard: again_if_lost(lambda: shard.search.remote(query, vector, mode, depth, with_vectors),
+                                                   ends, self._count_repeat)
                  for shard in self.shards]
         gathered = await scatter_gather(
             calls, mode=mode, depth=depth, timeout_s=index.shard_timeout_s, partial_ok=index.partial_results,
@@ -117,6 +126,9 @@ class ShardedRetriever:
         if gathered.partial:
             self.recorder.inc("steadyrank_partial_searches_total")
         return gathered.pool()
+
+    def _count_repeat(self) -> None:
+        self.recorder.inc("steadyrank_request_retries_total", reason="shard_replica_lost")
 
 
 def bind_sharded_retriever(settings: Settings, hub: Any, **options: Any) -> Any:

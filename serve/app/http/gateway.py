@@ -4,9 +4,10 @@ a call whose replica died, and the map from what a call raised to a domain error
 Every call goes through :meth:`Gateway.call` under its deadline (seconds):
 
 - a call whose replica died under it (``RayActorError``: ``ActorDiedError``,
-  ``ActorUnavailableError``) is made again, after 0.1 s, while the deadline allows: Serve routes it
-  to a live or replacement replica. Every call made here only reads (scoring, search, reports), so a
-  repeat is safe; repeats are counted in ``steadyrank_request_retries_total{reason="replica_lost"}``;
+  ``ActorUnavailableError``) is made again, after 0.1 s, while the deadline allows
+  (:mod:`serve.app.retry`): Serve routes it to a live or replacement replica. Every call made here
+  only reads (scoring, search, reports), so a repeat is safe; repeats are counted in
+  ``steadyrank_request_retries_total{reason="replica_lost"}``;
 - what the call raised becomes a :class:`~serve.runtime.errors.SteadyrankError` of its kind: the
   domain error a replica raised (out of Ray's wrappers) as it is; the deadline passing →
   ``deadline_exceeded``; Serve's full queue (``BackPressureError``) → ``overloaded``; a deployment
@@ -28,6 +29,7 @@ from typing import Any
 from starlette.requests import Request
 
 from steadyrank.serve.app.http.services import Gate, Services
+from steadyrank.serve.app.retry import again_if_lost
 from steadyrank.serve.runtime.errors import (
     DeadlineExceeded,
     InvalidInputError,
@@ -50,20 +52,6 @@ def root_cause(exc: BaseException) -> BaseException:
         exc = exc.cause  # type: ignore[attr-defined]
         seen += 1
     return exc
-
-
-def replica_lost(exc: BaseException | None) -> bool:
-    """Whether ``exc`` (or what it wraps) says the replica serving the call died or became
-    unreachable (``RayActorError``: ``ActorDiedError``, ``ActorUnavailableError``)."""
-    from ray.exceptions import RayActorError
-
-    seen = 0
-    while exc is not None and seen < 6:
-        if isinstance(exc, RayActorError):
-            return True
-        exc = getattr(exc, "cause", None) or exc.__cause__
-        seen += 1
-    return False
 
 
 def domain_error(exc: BaseException, deadline_s: float, retry_after_s: int) -> SteadyrankError | None:
@@ -115,19 +103,16 @@ class Gateway:
 
     async def call(self, deadline: float, call: Callable[[], Awaitable[Any]]) -> Any:
         """Await ``call()`` under ``deadline`` seconds (see the module docstring)."""
-        ends = time.monotonic() + deadline
-        while True:
-            try:
-                return await asyncio.wait_for(call(), timeout=max(0.0, ends - time.monotonic()))
-            except Exception as exc:
-                if replica_lost(exc) and time.monotonic() < ends:
-                    self.services.recorder.inc("steadyrank_request_retries_total", reason="replica_lost")
-                    await asyncio.sleep(min(0.1, max(0.0, ends - time.monotonic())))  # let Serve see the loss
-                    continue
-                mapped = domain_error(exc, deadline, self.limits.retry_after_s)
-                if mapped is None:
-                    raise
-                raise mapped from None
+        try:
+            return await again_if_lost(call, time.monotonic() + deadline, self._count_repeat)
+        except Exception as exc:
+            mapped = domain_error(exc, deadline, self.limits.retry_after_s)
+            if mapped is None:
+                raise
+            raise mapped from None
+
+    def _count_repeat(self) -> None:
+        self.services.recorder.inc("steadyrank_request_retries_total", reason="replica_lost")
 
     def work_refusal(self, model: str, units: int, deadline: float) -> OverloadedError | None:
         """The 503 for a request of ``units`` at ``model`` that work-based admission refuses, or None."""
@@ -144,7 +129,13 @@ class Gateway:
         """:meth:`call` to a model deployment under work-based admission: ``units`` (documents or
         texts) are refused at once, 503 + ``Retry-After``, when the work queued at ``model`` would
         keep them past ``limits.admission_headroom`` × the deadline. The request's body size per
-        unit is noted first, for refusals before a body is read."""
+        unit is noted first, for refusals before a body is read.
+
+        The units leave the queue exactly once, when the model is done with them: at the answer or
+        error; at once when the client goes away (the call is cancelled, so a job still queued at
+        the model is dropped); and after a 504, not at the 504 but when the model call itself ends
+        (:func:`settle`): the model still computes a job whose batch had started, and drops one
+        still queued at the deadline it was given, so until then the work is still the model's."""
         queue = self.gate.work[model]
         queue.observe_body(declared_size(request), units)
         refused = self.work_refusal(model, units, deadline)
@@ -153,14 +144,31 @@ class Gateway:
             raise refused
         queue.start(units, time.monotonic())
         self.services.recorder.set("steadyrank_queued_work_units", queue.pending, model=model)
-        completed = False
-        try:
-            out = await self.call(deadline, call)
-            completed = True
-            return out
-        finally:
+        sent: list[asyncio.Future] = []
+
+        def send() -> Awaitable[Any]:  # the model call runs on if our wait for it is cancelled
+            sent.append(asyncio.ensure_future(call()))
+            return asyncio.shield(sent[-1])
+
+        def release(completed: bool) -> None:
             queue.finish(units, time.monotonic(), completed)
             self.services.recorder.set("steadyrank_queued_work_units", queue.pending, model=model)
+
+        try:
+            out = await self.call(deadline, send)
+        except DeadlineExceeded:
+            if sent and not sent[-1].done():  # the model still has it: its units stay until it is done
+                self.detach(settle(sent[-1], release), f"{model} work past its deadline")
+            else:
+                release(False)
+            raise
+        except BaseException:
+            for work in sent:  # the client went away (or a bug): a job still queued is dropped
+                work.cancel()
+            release(False)
+            raise
+        release(True)
+        return out
 
     async def model_facts(self, name: str) -> dict[str, Any]:
         """A model deployment's ``info()`` (id, max_length, …), asked once, under a timeout."""
@@ -182,6 +190,16 @@ class Gateway:
         task = asyncio.get_running_loop().create_task(run())
         self.background.add(task)
         task.add_done_callback(self.background.discard)
+
+
+async def settle(work: asyncio.Future, release: Callable[[bool], None]) -> None:
+    """Await ``work``, a model call whose request already got its 504, then ``release`` its units
+    (``True``: the model computed them). Run detached (:meth:`Gateway.detach`): cancelled after
+    :data:`SIDE_CALL_TIMEOUT_S`, which cancels ``work`` and releases the units all the same."""
+    try:
+        await work
+    finally:
+        release(work.done() and not work.cancelled() and work.exception() is None)
 
 
 def declared_size(request: Request) -> int | None:
