@@ -398,7 +398,8 @@ class Server:
         while httpx.get(f"{self.url}/readyz", timeout=30).status_code != 200:
             time.sleep(0.5)
         self.startup_s = time.perf_counter() - started
-        self.reranker = httpx.get(f"{self.url}/readyz", timeout=30).json()["checks"]["reranker"]
+        # /readyz names its checks to an authenticated caller only
+        self.reranker = httpx.get(f"{self.url}/readyz", headers=HEADERS, timeout=30).json()["checks"]["reranker"]
         return self
 
     def __exit__(self, *exc: object) -> None:
