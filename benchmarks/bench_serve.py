@@ -269,7 +269,8 @@ def compare_shadow(args: argparse.Namespace, log: Any, subject: str = "shadow") 
                 settings = bench_settings(args.config, shadow)
             else:
                 settings = bench_settings(args.config, "on", probes=args.probe_interval if shadow == "on" else None)
-            quality = settings.quality
+            if shadow == "on":  # the settings of the arm doing the work
+                quality = settings.quality
             with Server(settings) as server:
                 before = golden_counters(server.url)
                 closed = asyncio.run(_closed_loop(server.url, inputs, 1, windows, args.top_n))
