@@ -1,6 +1,7 @@
 """Δ-margin and noise probes of the bundled all-MiniLM-L6-v2, and what ``rules`` denoising recovers.
 
-Run: ``python benchmarks/bench_probes.py --beir BEIR_FOLDER [--queries 100] [--runs 3] [--json]``
+Run: ``python benchmarks/bench_probes.py --beir BEIR_FOLDER [--index DIR] [--queries 100] [--runs 3]
+[--reuse-names EARLIER.json] [--json]``
 (the TREC-DL 2019 subset in BEIR layout was used for benchmarks/results/probes_minilm.json).
 
 1. ``steadyrank probe names`` (EN and FR, every ablation): mean Δname and ΔΔ% per ablation; the
@@ -48,12 +49,22 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="probe generations pooled")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--grade-map", default="3:5,2:4,1:3,0:1", help="qrels grades → RA-nWG rubric")
+    parser.add_argument("--index", default=None,
+                        help="an index of --beir's corpus built with the bundled model (default: built in a temporary folder)")
+    parser.add_argument("--reuse-names", metavar="FILE", default=None,
+                        help="take the names part from an earlier result of this script (its provenance is kept as "
+                             "names_from) instead of running it again: for re-measuring the noise part alone")
     parser.add_argument("--json", action="store_true", help="table to stderr, JSON only on stdout")
     args = parser.parse_args()
 
-    names = cli("probe", "names", "--queries", str(args.queries), "--runs", str(args.runs), "--seed", str(args.seed))
+    names_from = None
+    if args.reuse_names:
+        earlier = json.loads(Path(args.reuse_names).read_text(encoding="utf-8"))
+        names, names_from = earlier["names"], {"file": Path(args.reuse_names).name, "provenance": earlier["provenance"]}
+    else:
+        names = cli("probe", "names", "--queries", str(args.queries), "--runs", str(args.runs), "--seed", str(args.seed))
     noise = cli("probe", "noise", "--queries", args.beir, "--beir", args.beir, "--grade-map", args.grade_map,
-                "--seed", str(args.seed))
+                "--seed", str(args.seed), *(["--index", args.index] if args.index else []))
 
     rows = []
     by_lang: dict[str, dict[str, list[float]]] = {}
@@ -88,7 +99,7 @@ def main() -> None:
         "clean_within_0.002": abs(ret["clean+rules"]["ndcg@10"]["delta_vs_clean"]) <= 0.002,
     }
     payload = {"benchmark": "probes", "model": "bundled all-MiniLM-L6-v2", "paper": PAPER,
-               "names": names, "names_groups": groups, "noise": noise, "targets": targets}
+               "names": names, "names_from": names_from, "names_groups": groups, "noise": noise, "targets": targets}
     emit(payload, ["probe", "row", "group / arm", "value", "ΔΔ% / drop % / RA-nWG", "ties"], rows, json_only=args.json)
 
 

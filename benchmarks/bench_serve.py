@@ -1,7 +1,7 @@
 """Serving benchmark: ``/v1/rerank`` on the real Ray Serve app against the in-process runtime.
 
-Run: ``python benchmarks/bench_serve.py [--config FILE] [--shadow on|off|both] [--concurrency 1,8,32]
-[--docs 100] [--duration S] [--out results.json] [--json]``.
+Run: ``python benchmarks/bench_serve.py [--config FILE] [--shadow on|off|both] [--probes both]
+[--concurrency 1,8,32] [--docs 100] [--duration S] [--out results.json] [--json]``.
 
 Closed loop: C clients (1, 8, 32 by default) each send a ``/v1/rerank`` request with ``--docs``
 documents (demo-corpus passages, ``top_n`` 10) as soon as their previous answer arrived. Each level
@@ -35,6 +35,14 @@ gaps, as a service run below saturation does). Open-loop latency runs from the s
 the response, so a late request is never hidden. Reported per load: pooled p50/p95/p99 off and on,
 the ratio p95 on / p95 off (target ≤ 1.05), and the golden evaluations the evaluator completed
 inside the "on" windows (a comparison with an evaluator that did no work would prove nothing).
+
+``--probes both`` runs the same comparison for the live Δ-margin probes (``quality.probes``): the
+evaluator is on in both arms, its probes off in one and on in the other, replaying every
+``--probe-interval`` seconds (default 5: sixty times the 300 s default, so several rounds fall
+inside every measured window). Target: p95 on / p95 off ≤ 1.01; the probe rounds completed inside
+the "on" windows (``steadyrank_probe_rounds_total``) are reported. Off, no probe code runs on any
+path (the evaluator does not create the probe loop), so the "off" arm is the evaluator as it was
+before the probes existed.
 
 The load generator shares the machine with the server: on a small box it takes CPU from it.
 """
@@ -215,17 +223,20 @@ async def _open_loop(url: str, inputs: list, rate: float, window: dict, top_n: i
 
 def golden_counters(url: str) -> dict[str, float]:
     """The evaluator's progress from ``/metrics``: golden evaluations (replay, mirror) and failures,
-    and the count and sum of shadow waits on the primary reranker."""
+    live probe rounds (ok, failed), and the count and sum of shadow waits on the primary reranker."""
     import httpx
     from prometheus_client.parser import text_string_to_metric_families
 
-    out = {"replay": 0.0, "mirror": 0.0, "failures": 0.0, "shadow_waits": 0.0, "shadow_wait_s": 0.0}
+    out = {"replay": 0.0, "mirror": 0.0, "failures": 0.0, "probe_rounds": 0.0, "probe_failures": 0.0,
+           "shadow_waits": 0.0, "shadow_wait_s": 0.0}
     for family in text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=30).text):
         for sample in family.samples:
             if sample.name == "steadyrank_golden_evaluations_total":
                 out[sample.labels["source"]] += sample.value
             elif sample.name == "steadyrank_golden_failures_total":
                 out["failures"] += sample.value
+            elif sample.name == "steadyrank_probe_rounds_total":
+                out["probe_rounds" if sample.labels["outcome"] == "ok" else "probe_failures"] += sample.value
             elif sample.labels.get("deployment") == "reranker" and sample.name.startswith("steadyrank_shadow_wait_seconds"):
                 if sample.name.endswith("_count"):
                     out["shadow_waits"] += sample.value
@@ -243,17 +254,23 @@ def ratio_ci(on: list[float], off: list[float], q: float, resamples: int = 2000,
     return [float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))]
 
 
-def compare_shadow(args: argparse.Namespace, log: Any) -> None:
-    """``--shadow both``: user latency with the evaluator off and on, in one run (see the module doc)."""
+def compare_shadow(args: argparse.Namespace, log: Any, subject: str = "shadow") -> None:
+    """``--shadow both`` (``subject`` "shadow": the evaluator) or ``--probes both`` ("probes": its live
+    probes, the evaluator on in both arms): user latency off and on, in one run (see the module doc)."""
     inputs = make_inputs(64, args.docs)
     windows = window_limits(args, 1)
     runs: list[dict[str, Any]] = []
     rate: float | None = None
     quality = None
+    target = 1.05 if subject == "shadow" else 1.01
     for r in range(args.rounds):
         for shadow in (("off", "on") if r % 2 == 0 else ("on", "off")):
-            settings = bench_settings(args.config, shadow)
-            quality = settings.quality
+            if subject == "shadow":
+                settings = bench_settings(args.config, shadow)
+            else:
+                settings = bench_settings(args.config, "on", probes=args.probe_interval if shadow == "on" else None)
+            if shadow == "on":  # the settings of the arm doing the work
+                quality = settings.quality
             with Server(settings) as server:
                 before = golden_counters(server.url)
                 closed = asyncio.run(_closed_loop(server.url, inputs, 1, windows, args.top_n))
@@ -263,27 +280,30 @@ def compare_shadow(args: argparse.Namespace, log: Any) -> None:
                 poisson = asyncio.run(_open_loop(server.url, inputs, rate, windows, args.top_n, seed=r))
                 after = golden_counters(server.url)
             work = {k: after[k] - before[k] for k in after}
-            runs.append({"round": r + 1, "shadow": shadow, "closed_1": closed, "poisson": poisson, "evaluator": work})
-            log(f"round {r + 1} shadow {shadow}: closed p95 {closed['p95_ms']:.0f} ms, poisson p95 "
-                f"{poisson['p95_ms']:.0f} ms; replays {work['replay']:.0f}, failures {work['failures']:.0f}")
+            runs.append({"round": r + 1, "arm": shadow, "closed_1": closed, "poisson": poisson, "evaluator": work})
+            log(f"round {r + 1} {subject} {shadow}: closed p95 {closed['p95_ms']:.0f} ms, poisson p95 "
+                f"{poisson['p95_ms']:.0f} ms; replays {work['replay']:.0f}, failures {work['failures']:.0f}, "
+                f"probe rounds {work['probe_rounds']:.0f}")
     loads = {"closed_1": "closed loop, 1 client", "poisson": f"Poisson {rate:.2f} req/s"}
-    pooled_by = {(load, shadow): pooled([run[load] for run in runs if run["shadow"] == shadow])
+    pooled_by = {(load, shadow): pooled([run[load] for run in runs if run["arm"] == shadow])
                  for load in loads for shadow in ("off", "on")}
-    replays_on = sum(run["evaluator"]["replay"] for run in runs if run["shadow"] == "on")
+    replays_on = sum(run["evaluator"]["replay"] for run in runs if run["arm"] == "on")
+    probe_rounds_on = sum(run["evaluator"]["probe_rounds"] for run in runs if run["arm"] == "on")
     derived = {load: {"p95_ratio_on_off": pooled_by[(load, "on")]["p95_ms"] / pooled_by[(load, "off")]["p95_ms"],
                       "p95_ratio_ci95": ratio_ci(pooled_by[(load, "on")]["latencies_s"],
                                                  pooled_by[(load, "off")]["latencies_s"], 95.0),
                       "p50_ratio_on_off": pooled_by[(load, "on")]["p50_ms"] / pooled_by[(load, "off")]["p50_ms"]}
                for load in loads}
     for load in loads:
-        derived[load]["target_p95_ratio<=1.05"] = derived[load]["p95_ratio_on_off"] <= 1.05
+        derived[load][f"target_p95_ratio<={target}"] = derived[load]["p95_ratio_on_off"] <= target
     payload = {
-        "benchmark": "bench_serve", "mode": "shadow comparison", "endpoint": "/v1/rerank",
+        "benchmark": "bench_serve", "mode": f"{subject} comparison", "endpoint": "/v1/rerank",
         "docs_per_request": args.docs, "top_n": args.top_n, "cpu_count": os.cpu_count(),
         "quality": None if quality is None else quality.model_dump(mode="json", exclude={"canary"}),
         "open_loop_rate_rps": rate, "load": args.load,
         "pooled": {f"{load}/{shadow}": public(v) for (load, shadow), v in pooled_by.items()},
         "golden_replays_in_on_windows": replays_on,
+        "probe_rounds_in_on_windows": probe_rounds_on,
         "derived": derived,
         "runs": [{**run, "closed_1": public(run["closed_1"]), "poisson": public(run["poisson"])} for run in runs],
     }
@@ -291,12 +311,13 @@ def compare_shadow(args: argparse.Namespace, log: Any) -> None:
             for (load, shadow), v in pooled_by.items()]
     if args.out:
         payload = write_json(args.out, payload)
-    emit(payload, ["load", "evaluator", "requests", "errors", "req/s", "p50 ms", "p95 ms", "p99 ms"], rows,
-         json_only=args.json)
+    emit(payload, ["load", "evaluator" if subject == "shadow" else "live probes", "requests", "errors", "req/s",
+                   "p50 ms", "p95 ms", "p99 ms"], rows, json_only=args.json)
     print("p95 on/off: " + ", ".join(f"{loads[load]} {derived[load]['p95_ratio_on_off']:.3f} (95% CI "
                                      f"{derived[load]['p95_ratio_ci95'][0]:.3f}–{derived[load]['p95_ratio_ci95'][1]:.3f})"
                                      for load in loads)
-          + f"; golden replays during the 'on' windows: {replays_on:.0f}", file=sys.stderr if args.json else sys.stdout)
+          + f"; during the 'on' windows: golden replays {replays_on:.0f}, probe rounds {probe_rounds_on:.0f}",
+          file=sys.stderr if args.json else sys.stdout)
 
 
 async def _closed_loop(url: str, inputs: list, level: int, window: dict, top_n: int) -> dict[str, Any]:
@@ -319,7 +340,9 @@ def server_rss() -> dict[str, Any]:
     return {"total_mb": sum(per.values()), "max_mb": max(per.values(), default=float("nan")), "replicas_mb": per}
 
 
-def bench_settings(config: str | None, shadow: str) -> Any:
+def bench_settings(config: str | None, shadow: str, probes: float | None = None) -> Any:
+    """The benchmark's settings: the evaluator on or off (``shadow``); with ``probes``, its live probes on
+    at that interval in seconds."""
     from steadyrank.serve.app.builder import resolve_settings
     from steadyrank.serve.app.settings import Settings, load_settings
 
@@ -332,6 +355,8 @@ def bench_settings(config: str | None, shadow: str) -> Any:
                                               max_queued_requests=-1)
         raw["deployments"]["ingress"].update(num_cpus=0.1)
     raw["quality"]["enabled"] = shadow == "on"
+    if probes is not None:
+        raw["quality"]["probes"].update(enabled=True, interval_s=probes)
     raw["auth"]["api_keys"] = [API_KEY]
     raw["limits"]["max_body_bytes"] = max(raw["limits"]["max_body_bytes"], 64 * 1024 * 1024)
     # a closed loop of 32 clients queues for minutes on a small CPU box: measure it, do not time it out
@@ -374,7 +399,8 @@ class Server:
         while httpx.get(f"{self.url}/readyz", timeout=30).status_code != 200:
             time.sleep(0.5)
         self.startup_s = time.perf_counter() - started
-        self.reranker = httpx.get(f"{self.url}/readyz", timeout=30).json()["checks"]["reranker"]
+        # /readyz names its checks to an authenticated caller only
+        self.reranker = httpx.get(f"{self.url}/readyz", headers=HEADERS, timeout=30).json()["checks"]["reranker"]
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -399,8 +425,14 @@ def main() -> None:
     parser.add_argument("--shadow", choices=["on", "off", "both"], default="off",
                         help="shadow evaluator (quality.enabled) on or off for the whole benchmark, or 'both': "
                              "compare user latency with it off and on in one run (default %(default)s)")
+    parser.add_argument("--probes", choices=["both"], default=None,
+                        help="'both': compare user latency with the evaluator's live probes (quality.probes) off and "
+                             "on, the evaluator on in both (instead of the benchmark above)")
+    parser.add_argument("--probe-interval", type=float, default=5.0,
+                        help="--probes both: seconds between probe rounds in the 'on' arm (default %(default)s)")
     parser.add_argument("--load", type=float, default=0.5,
-                        help="--shadow both: open-loop rate as a fraction of the 1-client throughput (default %(default)s)")
+                        help="--shadow/--probes both: open-loop rate as a fraction of the 1-client throughput "
+                             "(default %(default)s)")
     parser.add_argument("--concurrency", default="1,8,32", help="server closed-loop client counts (default %(default)s)")
     parser.add_argument("--docs", type=int, default=100, help="documents per request (default %(default)s)")
     parser.add_argument("--top-n", type=int, default=10, help="top_n per request (default %(default)s)")
@@ -419,8 +451,8 @@ def main() -> None:
     args = parser.parse_args()
     levels = sorted({int(x) for x in args.concurrency.split(",") if x.strip()} | {1})
     log = lambda message: print(f"bench_serve: {message}", file=sys.stderr, flush=True)  # noqa: E731
-    if args.shadow == "both":
-        compare_shadow(args, log)
+    if args.shadow == "both" or args.probes == "both":
+        compare_shadow(args, log, "shadow" if args.shadow == "both" else "probes")
         return
 
     settings = bench_settings(args.config, args.shadow)

@@ -169,6 +169,10 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
                "s(C1) − max impostor, topic = s(C1) − s(wrong topic), both = s(C1) − s(both wrong)) per ablation "
                "(base, mask, near_miss, …) and reranker variant (docs/guides/probes.md).",
                ("probe", "ablation", "variant")),
+    MetricSpec("steadyrank_probe_rounds_total", "counter",
+               "Live Δ-margin probe rounds run on the schedule (quality.probes.interval_s), by outcome (ok, failed: "
+               "logged and retried next round).",
+               ("outcome",)),
     MetricSpec("steadyrank_probe_margin_floor", "gauge",
                "The configured alert floor of the base probe margin (quality.probes.floor_name / floor_topic).",
                ("probe",)),

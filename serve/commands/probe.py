@@ -40,6 +40,8 @@ from steadyrank.serve.probes.run import Similarity, cosine_rows, embedding_simil
 from steadyrank.serve.runtime.settings import Precision
 
 NOISE_MEASURES = ("ndcg@10", "ra_nwg@10", "recall@100")
+#: The ``--queries`` / ``--beir`` value naming the embedded demo set (serve/data/demo).
+DEMO = "demo"
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser, *, kinds: bool) -> None:
@@ -95,11 +97,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "apologies, a digression, a sign-off, emoji), seeded; the cosine of each to its clean query; with "
                     "--beir, nDCG@10, RA-nWG@10 and Recall@100 (tie-aware) of clean, noisy and denoised queries "
                     "through the search pipeline, with paired bootstrap CIs against the clean queries.")
-    noise.add_argument("--queries", required=True, metavar="PATH", help="queries JSONL or a BEIR folder")
+    noise.add_argument("--queries", default=DEMO, metavar="PATH",
+                       help=f"queries JSONL or a BEIR folder, or '{DEMO}' for the embedded demo set's 40 queries "
+                            "(default %(default)s)")
     noise.add_argument("--lang", choices=LANGUAGES, default="en", help="noise template language (default %(default)s)")
     noise.add_argument("--levels", default="0,2,4", help="noise levels, of 0,2,4 (default %(default)s)")
     noise.add_argument("--beir", metavar="DIR", default=None,
-                       help="BEIR folder (corpus.jsonl, qrels/SPLIT.tsv) for the retrieval effect")
+                       help=f"BEIR folder (corpus.jsonl, qrels/SPLIT.tsv) for the retrieval effect, or '{DEMO}' for the "
+                            "embedded demo corpus and judgments")
     noise.add_argument("--split", default="test", help="qrels split (default %(default)s)")
     noise.add_argument("--index", metavar="DIR", default=None,
                        help="an index of --beir's corpus built with the same model (default: build one in a temporary folder)")
@@ -262,8 +267,18 @@ def _retrieval_effect(args: argparse.Namespace, embedder, arms: dict[str, tuple[
     return result
 
 
+def _demo(path: str) -> str:
+    """``path``, or the embedded demo folder (BEIR layout) for ``demo``."""
+    if path != DEMO:
+        return path
+    from steadyrank.serve.app.default import DEMO_DIR
+
+    return str(DEMO_DIR)
+
+
 def run_noise(args: argparse.Namespace) -> int:
     levels = _levels(args.levels)
+    args.queries, args.beir = _demo(args.queries), args.beir and _demo(args.beir)
     clean = read_queries(args.queries)
     rewriter = llm_rewriter_arg(args)
     noisy = variants(clean, args.lang, args.seed, levels)

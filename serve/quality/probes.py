@@ -6,7 +6,8 @@ under ``base`` and the configured ablations through that variant's reranker as s
 mean margins are exported: ``steadyrank_probe_margin{probe=name|topic|both, ablation, variant}``
 (rank-key units, :mod:`serve.probes.margins`), with the configured floors as
 ``steadyrank_probe_margin_floor{probe}``. The alert ``SteadyrankProbeMarginEroded``
-(deploy/prometheus/rules.yml) compares them. A failed round is logged and retried next round.
+(deploy/prometheus/rules.yml) compares them. Scheduled rounds are counted in
+``steadyrank_probe_rounds_total{outcome=ok|failed}``; a failed round is logged and retried next round.
 """
 
 from __future__ import annotations
@@ -66,5 +67,8 @@ class LiveProbes:
                 await self.round()
             except Exception:  # noqa: BLE001 - the loop must survive anything
                 self.failures += 1
+                self.recorder.inc("steadyrank_probe_rounds_total", outcome="failed")
                 logger.exception("live probe round failed")
+            else:
+                self.recorder.inc("steadyrank_probe_rounds_total", outcome="ok")
             await asyncio.sleep(self.settings.interval_s)

@@ -53,6 +53,7 @@ CONTRACT = {
     "steadyrank_canary_verdict": "gauge",
     "steadyrank_probe_margin": "gauge",
     "steadyrank_probe_margin_floor": "gauge",
+    "steadyrank_probe_rounds_total": "counter",
     "steadyrank_partial_searches_total": "counter",
     "steadyrank_deployment_replicas": "gauge",
 }

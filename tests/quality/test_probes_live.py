@@ -141,22 +141,31 @@ def test_prometheus_scrapes_the_probe_gauges_and_the_alert_expression_selects_th
 
 
 def test_a_failing_round_is_counted_and_the_loop_goes_on():
+    """The reranker fails the first two rounds, then answers (keys = candidate positions, reversed)."""
     calls = []
 
     def similarity(variant: str):
-        async def fail(items):
+        async def flaky(items):
             calls.append(variant)
-            raise ConnectionError("reranker down")
-        return fail
+            if len(calls) <= 2:
+                raise ConnectionError("reranker down")
+            return [np.arange(len(texts), 0, -1, dtype=np.float32) for _, texts in items]
+        return flaky
 
+    store = MetricsStore()
+    recorder = Recorder(store)
     probes = LiveProbes(ProbeSettings(enabled=True, queries=1, languages=["en"], interval_s=0.01), similarity,
-                        Recorder(None), ("primary",))
+                        recorder, ("primary",))
 
-    async def until_two_failures():
+    async def until_a_success():
         task = asyncio.create_task(probes.run_forever())
-        while probes.failures < 2:
+        while probes.rounds < 1:
             await asyncio.sleep(0.01)
         task.cancel()
 
-    asyncio.run(asyncio.wait_for(until_two_failures(), 30))
-    assert probes.failures >= 2 and probes.rounds == 0 and len(calls) >= 2
+    asyncio.run(asyncio.wait_for(until_a_success(), 30))
+    recorder.flush()
+    text = store.render().decode()
+    assert probes.failures == 2 and probes.rounds >= 1
+    assert 'steadyrank_probe_rounds_total{outcome="failed"} 2.0' in text
+    assert 'steadyrank_probe_rounds_total{outcome="ok"}' in text

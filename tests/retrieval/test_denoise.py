@@ -42,6 +42,55 @@ def test_rules_leave_clean_queries_names_numbers_and_quotes_alone(text):
     assert denoise_rules(text) == text
 
 
+@pytest.mark.parametrize(("noisy", "clean"), [
+    # a clause of function and noise words only goes, whatever its wording
+    ("hey, sorry if my question is silly, what is a sigmet ;-)", "what is a sigmet"),
+    ("oh wow, ok so, does anyone know when was the salvation army founded? haha", "when was the salvation army founded?"),
+    # meta-requests, emoticons, interjections
+    ("Can you tell me what causes left ventricular hypertrophy? thx :)", "what causes left ventricular hypertrophy?"),
+    ("I need to know the side effects of metformin, please", "the side effects of metformin"),
+    ("uh, like, quick question: best budget laptop 2024 <3", "best budget laptop 2024"),
+    ("Bonjour ! Pourriez-vous m'expliquer comment fonctionne la photosynthèse ? Merci :)",
+     "comment fonctionne la photosynthèse ?"),
+    # a sign-off after an emoji ends its clause
+    ("what is a sigmet 🙏 Cheers", "what is a sigmet"),
+])
+def test_rules_remove_clauses_without_content_meta_requests_emoticons_and_interjections(noisy, clean):
+    assert denoise_rules(noisy) == clean
+
+
+@pytest.mark.parametrize(("noisy", "clean"), [
+    ("what is the boiling point of water at 2,000 m — I left my kettle on the stove lol",
+     "what is the boiling point of water at 2,000 m"),
+    ("quel livre de Hélène Dupont parle du jazz — mon chien dort sur le canapé", "quel livre de Hélène Dupont parle du jazz"),
+    ("Hey Jude lyrics - we went dancing all night", "Hey Jude lyrics"),
+])
+def test_rules_drop_a_set_off_first_person_aside_off_the_query(noisy, clean):
+    assert denoise_rules(noisy) == clean
+
+
+@pytest.mark.parametrize("text", [
+    "how do I fix my printer — it jams when I print duplex",       # shares a word (print/printer)
+    "history of Paris — my trip to Paris is next week",             # a name
+    "what is the capital of France - my flight leaves at 10:30",    # a number
+    "what is the best laptop — what do you think?",                # a question
+    "quel livre de Hélène Dupont parle du jazz — j'ai lu Marie Curie hier",
+    "what vet is open on sunday, my dog is sick",                   # not set off by a dash
+    "temperature -5 degrees celsius",
+])
+def test_rules_keep_asides_that_share_a_word_hold_a_name_or_number_ask_or_are_not_set_off(text):
+    assert denoise_rules(text) == text
+
+
+@pytest.mark.parametrize("text", [
+    "well water contamination", "how to dig a well", "what does a bat look like", "presidential pardon",
+    "is it ok to eat raw eggs", "I think so", "genre musical", "la photosynthèse c'est quoi", "three cheers",
+])
+def test_rules_remove_ambiguous_fillers_only_when_set_off(text):
+    assert denoise_rules(text) == text
+    assert denoise_rules(f"Well, {text}") == text
+
+
 def test_rules_normalise_unicode_and_whitespace_and_never_return_empty():
     assert denoise_rules("  Zoe\u0301   Lefe\u0300vre\n\tbooks ") == "Zoé Lefèvre books"
     assert denoise_rules("Hi!  Thanks 🙂") == "Hi! Thanks 🙂"  # nothing but noise: the normalised text
