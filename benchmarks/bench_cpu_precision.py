@@ -20,7 +20,7 @@ Besides the runtime's precisions, ``--precisions`` takes two int8 alternatives m
 them: ``int8@ENGINE`` quantises the runtime's int8 model under torch's quantised engine ``ENGINE``
 (``x86``, the default, ``fbgemm`` or ``onednn``; the engine packs the weights, so it picks the
 kernels), and ``ort-int8`` runs ONNX Runtime's dynamic int8 model in the runtime's scorer
-(``benchmarks/_ort_int8.py``; needs ``onnxruntime`` and ``onnx`` in the venv).
+(``benchmarks/_ort_int8.py``; ``pip install -e '.[bench-ort]'`` adds ``onnxruntime`` and ``onnx``).
 """
 
 from __future__ import annotations
