@@ -5,6 +5,7 @@ every ``from_pretrained`` call is ``local_files_only``. A Hub id is made a local
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +13,12 @@ import torch
 
 from steadyrank.serve.runtime.errors import ModelLoadError, UnsupportedModelError
 from steadyrank.serve.runtime.inspection import ModelSpec
-from steadyrank.serve.runtime.precision import ForwardPrecision
+from steadyrank.serve.runtime.precision import ForwardPrecision, cpu_flags, int8_engine
 
 # int8: the weights load in FP32 and their Linear layers are then quantised (activations stay FP32).
 _DTYPES: dict[ForwardPrecision, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16,
                                                 "fp16": torch.float16, "int8": torch.float32}
+_ENGINE_LOCK = threading.Lock()  # torch's quantised engine is process-wide: one packing at a time
 
 
 def torch_dtype(precision: ForwardPrecision) -> torch.dtype:
@@ -51,8 +53,9 @@ def load_torch_model(spec: ModelSpec, precision: ForwardPrecision, device: torch
 
     ``int8``: every ``nn.Linear`` becomes a dynamically quantised one (``torch.ao``): weights int8
     per output channel (symmetric), each input row's activations quantised to uint8 per call, the
-    int8 × uint8 products summed in int32 (VNNI / AMX-INT8 through the ``x86`` quantised engine) and
-    rescaled to FP32. Embeddings, LayerNorm, attention and the outputs stay FP32.
+    int8 × uint8 products summed in int32 and rescaled to FP32, on oneDNN's AMX-INT8 kernels where
+    the CPU has them, else FBGEMM's VNNI ones (:func:`serve.runtime.precision.int8_engine`).
+    Embeddings, LayerNorm, attention and the outputs stay FP32.
     """
     import transformers
 
@@ -72,13 +75,20 @@ def load_torch_model(spec: ModelSpec, precision: ForwardPrecision, device: torch
 
 
 def quantise_linear_int8(model: torch.nn.Module) -> torch.nn.Module:
-    """``model`` with its ``nn.Linear`` layers replaced by dynamic int8 ones (per-channel weights)."""
+    """``model`` with its ``nn.Linear`` layers replaced by dynamic int8 ones (per-channel weights),
+    packed by :func:`serve.runtime.precision.int8_engine`'s engine. The engine is process-wide in
+    torch, so it is set only while packing (the packed weights keep their kernels), under a lock."""
     import warnings
 
     from torch.ao.quantization import quantize_dynamic
     from torch.ao.quantization.qconfig import per_channel_dynamic_qconfig
 
-    with warnings.catch_warnings():  # torch.ao's deprecation notices (torchao's replacement is not a dependency)
+    engines = torch.backends.quantized
+    with _ENGINE_LOCK, warnings.catch_warnings():  # torch.ao's deprecation notices (torchao is not a dependency)
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
-        return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+        default, engines.engine = engines.engine, int8_engine(cpu_flags(), engines.supported_engines)
+        try:
+            return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+        finally:
+            engines.engine = default

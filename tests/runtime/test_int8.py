@@ -44,7 +44,9 @@ def test_int8_bi_encoder_keeps_fp32_rank_order() -> None:
 
 
 def test_int8_embeddings_are_unit_fp32_rows() -> None:
+    engine = torch.backends.quantized.engine
     embedder = load_embedder(ModelSettings(precision="int8"))
+    assert torch.backends.quantized.engine == engine  # set only while the weights were packed
     vectors = embedder.encode(DOCS[:3])
     assert embedder.precision == "int8" and vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)

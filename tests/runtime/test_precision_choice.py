@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from steadyrank.serve.runtime.errors import UnsupportedModelError
-from steadyrank.serve.runtime.precision import choose, choose_for, cpu_bf16_unit, cpu_flags, parse_cpu_flags
+from steadyrank.serve.runtime.precision import (
+    choose,
+    choose_for,
+    cpu_bf16_unit,
+    cpu_flags,
+    int8_engine,
+    parse_cpu_flags,
+)
 from steadyrank.serve.runtime.settings import ModelSettings
 
 SAPPHIRE_RAPIDS = frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"})
@@ -63,6 +70,16 @@ def test_int8_names_the_int8_unit() -> None:
     assert "AVX512-VNNI" in choose("int8", "cpu", flags=COOPER_LAKE).reason
     assert "AVX-VNNI" in choose("int8", "cpu", flags=ALDER_LAKE).reason
     assert "slow" in choose("int8", "cpu", flags=SKYLAKE).reason
+
+
+def test_int8_weights_are_packed_by_onednn_only_on_amx_int8() -> None:
+    engines = ("qnnpack", "onednn", "x86", "fbgemm")
+    assert int8_engine(SAPPHIRE_RAPIDS, engines) == "onednn"
+    assert "(oneDNN)" in choose("int8", "cpu", flags=SAPPHIRE_RAPIDS).reason
+    assert int8_engine(SAPPHIRE_RAPIDS, ("x86", "fbgemm")) == "x86"  # a torch build without oneDNN
+    for flags in (COOPER_LAKE, ALDER_LAKE, SKYLAKE):
+        assert int8_engine(flags, engines) == "x86"
+        assert "oneDNN" not in choose("int8", "cpu", flags=flags).reason
 
 
 def test_int8_is_refused_on_cuda_and_other_backends() -> None:
