@@ -63,7 +63,9 @@ def configure(enabled: bool) -> None:
 
 def _otlp_provider() -> Any:
     try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # pyright: ignore[reportMissingImports]
+            OTLPSpanExporter,  # the `otel` extra: not installed by `make setup`
+        )
     except ImportError:
         raise RuntimeError(f"server.tracing: no tracer provider is set up and the OTLP exporter is missing; "
                            f"{EXTRA_HINT}") from None
