@@ -239,9 +239,9 @@ async def scatter_gather(
     rrf_weights: tuple[float, float] = (1.0, 1.0),
 ) -> Gathered:
     """Call every shard at once (``calls[i]()`` answers for shard i), wait at most ``timeout_s``,
-    merge exactly. A shard that raises or misses the deadline raises :class:`ShardUnavailableError`
-    naming it, unless ``partial_ok`` (then it is listed in ``Gathered.missing``; all missing still
-    raises)."""
+    merge exactly. A shard that raises or misses the deadline (not done by then, or ended by a
+    deadline of its own: ``TimeoutError``) raises :class:`ShardUnavailableError` naming it, unless
+    ``partial_ok`` (then it is listed in ``Gathered.missing``; all missing still raises)."""
     if not calls:
         raise ValueError("no shards to search")
     tasks = [asyncio.ensure_future(call()) for call in calls]
@@ -251,10 +251,11 @@ async def scatter_gather(
     missing: dict[int, str] = {}
     answers: list[ShardAnswer] = []
     for i, task in enumerate(tasks):
-        if task in pending:
+        failure = None if task in pending else task.exception()
+        if task in pending or isinstance(failure, TimeoutError):
             missing[i] = f"no answer within {timeout_s:g} s"
-        elif task.exception() is not None:
-            missing[i] = f"{type(task.exception()).__name__}: {task.exception()}"
+        elif failure is not None:
+            missing[i] = f"{type(failure).__name__}: {failure}"
         else:
             answers.append(task.result())
     if missing and (not partial_ok or not answers):

@@ -98,7 +98,7 @@ async def test_search_spans_go_down_to_the_retriever(spans: Any) -> None:
     served = build({"server": {"tracing": True}})
     services = served.services
     searcher = Searcher.func_or_class(services.settings, services.embedder, LocalHandle(StandInRetriever()),
-                                      LocalHandle(StandInReranker()), None, services.hub)
+                                      LocalHandle(StandInReranker()), None, served.hub.store)
     services.searcher = LocalHandle(searcher)
     async with served.client() as client:
         response = await client.post("/v1/search", json={"query": "a question", "mode": "dense", "top_n": 2},

@@ -183,6 +183,11 @@ def test_scatter_gather_deadline_fails_loudly_or_reports_partial():
     assert partial.partial and set(partial.missing) == {1}
     assert partial.candidates.doc_ids == ["b", "a"] and set(partial.documents) == {"a", "b"}
     assert partial.pool().missing_shards == (1,) and partial.pool().doc_ids == ["b", "a"]
+    async def own_deadline() -> ShardAnswer:  # a call bounded by its own wait_for, ending first
+        return await asyncio.wait_for(asyncio.sleep(5), timeout=0.05)
+
+    with pytest.raises(ShardUnavailableError, match="shard 1: no answer within 1 s"):
+        asyncio.run(scatter_gather([lambda: fast(one), own_deadline], mode="dense", depth=5, timeout_s=1))
     with pytest.raises(ShardUnavailableError, match="RuntimeError: replica died"):
         asyncio.run(scatter_gather([lambda: fast(one), broken], mode="dense", depth=5, timeout_s=1))
     whole = asyncio.run(scatter_gather([lambda: fast(one), lambda: fast(two)], mode="dense", depth=5, timeout_s=1))
