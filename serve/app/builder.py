@@ -52,12 +52,10 @@ def resolve_settings(source: Any) -> Settings:
 
 
 def build_app(args: dict[str, Any] | None = None) -> Any:
-    """The bound application (``ray.serve.Application``) for ``args`` (see the module docstring)."""
-    from steadyrank.serve.app.deployments.embedder import Embedder
-    from steadyrank.serve.app.deployments.metrics_hub import MetricsHub
-    from steadyrank.serve.app.deployments.reranker import Reranker
-    from steadyrank.serve.app.deployments.retriever import Retriever
-    from steadyrank.serve.app.deployments.searcher import Searcher
+    """The bound application (``ray.serve.Application``) for ``args`` (see the module docstring):
+    the components of :func:`serve.app.graph.components`, each bound as a deployment (split), or
+    the one Ingress that builds them all (colocated)."""
+    from steadyrank.serve.app.graph import INGRESS_ARGS, components
     from steadyrank.serve.app.ingress import Ingress
 
     args = dict(args or {})
@@ -71,28 +69,8 @@ def build_app(args: dict[str, Any] | None = None) -> Any:
     if d.layout == "colocated":  # one replica builds every component itself (serve.app.colocated)
         options = d.colocated_options(canary=settings.canary is not None, evaluator=settings.quality.enabled)
         return Ingress.options(**options, **grace).bind(settings)
-
-    hub = MetricsHub.options(**d.metrics_hub.ray_options(), **grace).bind()
-    embedder = Embedder.options(**d.embedder.ray_options(), **grace).bind(settings, hub)
-    reranker = Reranker.options(name="Reranker", **d.reranker.ray_options(), **grace).bind(
-        settings, settings.reranker_model, "primary", hub
-    )
-    canary = None
-    if settings.canary is not None:
-        canary = Reranker.options(name="CanaryReranker", **d.canary_reranker.ray_options(), **grace).bind(
-            settings, settings.canary, "canary", hub
-        )
-    if settings.index.shards > 1:
-        from steadyrank.serve.app.deployments.shards import bind_sharded_retriever
-
-        retriever = bind_sharded_retriever(settings, hub, **grace)
-    else:
-        retriever = Retriever.options(**d.retriever.ray_options(), **grace).bind(settings)
-    searcher = Searcher.options(**d.searcher.ray_options(), **grace).bind(settings, embedder, retriever, reranker, canary, hub)
-    evaluator = None
-    if settings.quality.enabled:
-        from steadyrank.serve.quality.deployment import ShadowEvaluator
-
-        variants = ("primary", "canary") if canary is not None else ("primary",)
-        evaluator = ShadowEvaluator.options(**d.evaluator.ray_options(), **grace).bind(settings.quality, searcher, hub, variants)
-    return Ingress.options(**d.ingress.ray_options(), **grace).bind(settings, searcher, embedder, reranker, retriever, hub, evaluator)
+    bound: dict[str, Any] = {}
+    for component in components(settings):
+        bound[component.key] = component.deployment.options(**component.ray_options(settings), **grace).bind(
+            *component.resolved(lambda ref: bound[ref.key]))
+    return Ingress.options(**d.ingress.ray_options(), **grace).bind(settings, *(bound.get(k) for k in INGRESS_ARGS))

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from steadyrank.serve.app.admission import WorkQueue
 from steadyrank.serve.app.settings import Settings
 from steadyrank.serve.telemetry import MetricsStore
 
@@ -63,37 +64,28 @@ class Colocated:
     hub: LocalHandle
     evaluator: LocalHandle | None
     store: MetricsStore  # what the Ingress' own Recorder writes into
+    queues: dict[str, WorkQueue]  # the models' admitted work, which the Ingress refuses early from
 
 
 def colocate(settings: Settings) -> Colocated:
-    """Build every component in this process (called from the Ingress constructor, on the
-    replica's event loop: the ShadowEvaluator starts its replay loop there)."""
-    from steadyrank.serve.app.deployments.embedder import Embedder
-    from steadyrank.serve.app.deployments.metrics_hub import MetricsHub
-    from steadyrank.serve.app.deployments.reranker import Reranker
-    from steadyrank.serve.app.deployments.retriever import Retriever
-    from steadyrank.serve.app.deployments.searcher import Searcher
+    """Build every component of :func:`serve.app.graph.components` in this process (called from the
+    Ingress constructor, on the replica's event loop: the ShadowEvaluator starts its replay loop
+    there); a component's arguments name the others through :class:`LocalHandle` and record into
+    the MetricsHub's store."""
+    from steadyrank.serve.app.graph import HUB, components
 
-    d = settings.deployments
-    hub = MetricsHub.func_or_class()
-    store = hub.store
-    embedder = Embedder.func_or_class(settings, store)
-    embedder.reconfigure(d.embedder.ray_options()["user_config"])
-    reranker = Reranker.func_or_class(settings, settings.reranker_model, "primary", store)
-    reranker.reconfigure(d.reranker.ray_options()["user_config"])
-    canary = None
-    if settings.canary is not None:
-        canary = Reranker.func_or_class(settings, settings.canary, "canary", store)
-        canary.reconfigure(d.canary_reranker.ray_options()["user_config"])
-    embedder_h, reranker_h = LocalHandle(embedder), LocalHandle(reranker)
-    retriever_h = LocalHandle(Retriever.func_or_class(settings))
-    searcher = LocalHandle(Searcher.func_or_class(settings, embedder_h, retriever_h, reranker_h,
-                                                  LocalHandle(canary) if canary is not None else None, store))
-    evaluator = None
-    if settings.quality.enabled:
-        from steadyrank.serve.quality.deployment import ShadowEvaluator
+    built: dict[str, Any] = {}
 
-        variants = ("primary", "canary") if canary is not None else ("primary",)
-        evaluator = LocalHandle(ShadowEvaluator.func_or_class(settings.quality, searcher, store, variants))
-    return Colocated(searcher=searcher, embedder=embedder_h, reranker=reranker_h, retriever=retriever_h,
-                     hub=LocalHandle(hub), evaluator=evaluator, store=store)
+    def resolve(ref: Any) -> Any:
+        return built["metrics_hub"].store if ref == HUB else LocalHandle(built[ref.key])
+
+    for component in components(settings):
+        part = component.deployment.func_or_class(*component.resolved(resolve))
+        if hasattr(part, "reconfigure"):  # a batched model: its batch options (Ray passes them as user_config)
+            part.reconfigure(component.ray_options(settings)["user_config"])
+        built[component.key] = part
+    handle = {key: LocalHandle(part) for key, part in built.items()}
+    return Colocated(searcher=handle["searcher"], embedder=handle["embedder"], reranker=handle["reranker"],
+                     retriever=handle["retriever"], hub=handle["metrics_hub"], evaluator=handle.get("evaluator"),
+                     store=built["metrics_hub"].store,
+                     queues={"reranker": built["reranker"].work, "embedder": built["embedder"].work})

@@ -2,9 +2,11 @@
 it makes) and the sharded Retriever (each shard's call).
 
 A call whose replica died under it, or whose replica's node stopped answering (``RayActorError``:
-``ActorDiedError``, ``ActorUnavailableError``, also wrapped in a ``RayTaskError`` raised by a
-deployment that called it), is made again after ``pause_s`` (0.1 s: Serve's router learns of the
-loss and routes the repeat to a live or replacement replica) while the time allows. Only calls that
+``ActorDiedError``, ``ActorUnavailableError``; or whose answer was lost with that node before it
+was read: ``ObjectReconstructionFailedError``, ``OwnerDiedError``, ``ObjectFetchTimedOutError``;
+also wrapped in a ``RayTaskError`` raised by a deployment that called it), is made again after
+``pause_s`` (0.1 s: Serve's router learns of the loss and routes the repeat to a live or
+replacement replica) while the time allows. Only calls that
 read (scoring, search, reports) are made through here, so a repeat is safe.
 """
 
@@ -23,12 +25,18 @@ PAUSE_S = 0.1
 
 def replica_lost(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or what it wraps) says the replica serving the call died or became
-    unreachable (``RayActorError``: ``ActorDiedError``, ``ActorUnavailableError``)."""
-    from ray.exceptions import RayActorError
+    unreachable, or its answer was lost with its node (see the module docstring)."""
+    from ray.exceptions import (
+        ObjectFetchTimedOutError,
+        ObjectReconstructionFailedError,
+        OwnerDiedError,
+        RayActorError,
+    )
 
+    lost = (RayActorError, ObjectReconstructionFailedError, OwnerDiedError, ObjectFetchTimedOutError)
     seen = 0
     while exc is not None and seen < 6:
-        if isinstance(exc, RayActorError):
+        if isinstance(exc, lost):
             return True
         exc = getattr(exc, "cause", None) or exc.__cause__
         seen += 1

@@ -129,12 +129,3 @@ class ShardedRetriever:
 
     def _count_repeat(self) -> None:
         self.recorder.inc("steadyrank_request_retries_total", reason="shard_replica_lost")
-
-
-def bind_sharded_retriever(settings: Settings, hub: Any, **options: Any) -> Any:
-    """The bound ``Retriever`` front over ``index.shards`` bound shard deployments (``options``:
-    extra Ray Serve options of every deployment, e.g. the shutdown grace)."""
-    shards = [RetrieverShard.options(**shard_options(settings, i), **options).bind(settings, i)
-              for i in range(settings.index.shards)]
-    return ShardedRetriever.options(**settings.deployments.retriever.ray_options(), **options).bind(
-        settings, hub, *shards)
