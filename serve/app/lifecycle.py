@@ -19,8 +19,9 @@ stop. Every kind ends the same way, within ``server.shutdown_grace_s`` of the fi
    application is never deleted on a local head: Ray stops with it still deployed.
 4. ``ray.shutdown`` stops the local head and every worker, then :func:`reap` ends whatever of the
    server's process tree is still running (HAProxy, which Ray starts as a child of a worker and
-   leaves to init when that worker dies before it; a worker that outlived the raylet): a moment
-   to exit on its own, then SIGTERM, then SIGKILL (:data:`REAP_WAIT_S` apart).
+   leaves to init when that worker dies before it; a worker that outlived the raylet, found by
+   its ``RAY_RAYLET_PID`` wherever it was re-parented): a moment to exit on its own, then
+   SIGTERM, then SIGKILL (:data:`REAP_WAIT_S` apart).
 
 Steps 3 and 4 are given :data:`TEARDOWN_S` seconds (2–3 s on a 2-core machine; ~13 s once the
 whole tree was signalled, where ``ray.shutdown`` meets a dead head); the
@@ -196,6 +197,21 @@ def haproxies(folder: Path) -> list[psutil.Process]:
     return found
 
 
+def workers_of(raylets: set[int]) -> list[psutil.Process]:
+    """Every live process that one of ``raylets`` started as a Ray worker, wherever it was
+    re-parented (a worker whose raylet died is left to init): Ray gives each worker its raylet's
+    pid in ``RAY_RAYLET_PID``."""
+    if not raylets:
+        return []
+    wanted = {str(pid) for pid in raylets}
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get("RAY_RAYLET_PID") in wanted:
+                found.append(proc)
+    return found
+
+
 def descendants() -> list[psutil.Process]:
     """Every live process below this one (each keeps its start time: a recycled pid is not it)."""
     try:
@@ -270,11 +286,14 @@ class LocalHead:
     def __init__(self, haproxy_folder: Path | None) -> None:
         self.haproxy_folder = haproxy_folder
         self.before = {proc.pid for proc in descendants()}
+        self.raylets: set[int] = set()
 
     def start(self, init: Callable[[], object]) -> None:
-        """Run ``init`` (``ray.init`` of a local head) with :func:`own_process_groups`."""
+        """Run ``init`` (``ray.init`` of a local head) with :func:`own_process_groups`; note the
+        head's raylet, whose workers :meth:`stop` ends wherever they were re-parented."""
         with own_process_groups():
             init()
+        self.raylets = {proc.pid for proc in descendants() if _name(proc) == "raylet"}
 
     def stop(self, ray: Any, report: Callable[[str], None]) -> None:
         """Close the HTTP front (:func:`stop_front`), ``ray.shutdown``, then :func:`reap` what of
@@ -288,7 +307,7 @@ class LocalHead:
             report(f"ended {len(left)} process(es) that outlived Ray: {', '.join(left)}")
 
     def _tree(self) -> list[psutil.Process]:
-        """The head's processes now: this process's descendants started since, and its HAProxy
-        processes wherever they were re-parented."""
-        procs = [proc for proc in descendants() if proc.pid not in self.before]
+        """The head's processes now: this process's descendants started since, and its workers
+        (:func:`workers_of`) and HAProxy processes wherever they were re-parented."""
+        procs = [proc for proc in descendants() if proc.pid not in self.before] + workers_of(self.raylets)
         return procs + (haproxies(self.haproxy_folder) if self.haproxy_folder is not None else [])

@@ -104,8 +104,17 @@ class Server:
 
 
 def ray_processes(ray_tmp: Path) -> list[psutil.Process]:
-    """Live processes whose command line mentions ``ray_tmp`` (its Ray session)."""
-    return [proc for proc in psutil.process_iter() if str(ray_tmp) in _cmdline(proc) and _live(proc)]
+    """Live processes of the Ray session in ``ray_tmp``: its command line names the folder, or its
+    environment does (``RAY_TMPDIR``: a worker, named ``ray::…``, re-parented to init)."""
+    return [proc for proc in psutil.process_iter()
+            if (str(ray_tmp) in _cmdline(proc) or _environ(proc).get("RAY_TMPDIR") == str(ray_tmp)) and _live(proc)]
+
+
+def _environ(proc: psutil.Process) -> dict[str, str]:
+    try:
+        return proc.environ()
+    except psutil.Error:
+        return {}
 
 
 def alive(procs: list[psutil.Process]) -> list[str]:

