@@ -97,8 +97,8 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
                "Scoring requests the ingress works on now (body read, response not yet complete).",
                ()),
     MetricSpec("steadyrank_queued_work_units", "gauge",
-               "Work a model replica has admitted and not yet finished (from every path: rerank, embeddings, "
-               "search, shadow replays), by model (reranker, canary_reranker: documents; embedder: texts).",
+               "Work the ingress has admitted to a model deployment and not yet seen finish, by model "
+               "(reranker: documents, embedder: texts).",
                ("model",)),
     MetricSpec("steadyrank_stage_duration_seconds", "histogram",
                "Time per pipeline stage (denoise, embed, retrieve, rerank, route) of user requests.",

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from steadyrank.serve.app.admission import WorkQueue
 from steadyrank.serve.app.settings import Settings
 from steadyrank.serve.telemetry import MetricsStore
 
@@ -64,7 +63,6 @@ class Colocated:
     hub: LocalHandle
     evaluator: LocalHandle | None
     store: MetricsStore  # what the Ingress' own Recorder writes into
-    queues: dict[str, WorkQueue]  # the models' admitted work, which the Ingress refuses early from
 
 
 def colocate(settings: Settings) -> Colocated:
@@ -87,5 +85,4 @@ def colocate(settings: Settings) -> Colocated:
     handle = {key: LocalHandle(part) for key, part in built.items()}
     return Colocated(searcher=handle["searcher"], embedder=handle["embedder"], reranker=handle["reranker"],
                      retriever=handle["retriever"], hub=handle["metrics_hub"], evaluator=handle.get("evaluator"),
-                     store=built["metrics_hub"].store,
-                     queues={"reranker": built["reranker"].work, "embedder": built["embedder"].work})
+                     store=built["metrics_hub"].store)

@@ -34,14 +34,14 @@ class Ingress:
         this replica builds every component itself (:func:`serve.app.colocated.colocate`)."""
         settings = load_settings(settings)
         configure_logging(settings.server.log_format)
-        sink, queues = hub, None
+        sink = hub
         renice_local_proxies(settings.deployments.background_niceness)  # refusals yield to forward passes
         if settings.deployments.layout == "colocated":
             from steadyrank.serve.app.colocated import colocate
 
             parts = colocate(settings)
             searcher, embedder, reranker = parts.searcher, parts.embedder, parts.reranker
-            hub, evaluator, sink, queues = parts.hub, parts.evaluator, parts.store, parts.queues
+            hub, evaluator, sink = parts.hub, parts.evaluator, parts.store
         context = serve.get_replica_context()
         app_name = context.app_name
 
@@ -52,7 +52,7 @@ class Ingress:
             settings=settings, names=ServedNames.from_settings(settings),
             recorder=Recorder(sink, flush_interval_s=settings.telemetry.flush_interval_s),
             searcher=searcher, embedder=embedder, reranker=reranker, hub=hub, evaluator=evaluator,
-            health=health, replica_id=context.replica_id.unique_id, echoes_request_id=True, queues=queues)
+            health=health, replica_id=context.replica_id.unique_id, echoes_request_id=True)
         self.http_app = create_app(self.services)
 
     def __serve_build_asgi_app__(self) -> FastAPI:

@@ -6,10 +6,8 @@ returning the Searcher's response (``candidates`` = the full reranked list in se
 ``inc``/``set`` (``serve.telemetry.Recorder``). The Ray Serve deployment wraps it.
 
 Replays are marked ``shadow`` so the server does not count them as user traffic. A failed replay
-is counted (``steadyrank_golden_failures_total``), logged, and retried in the next round; one the
-model refused for overload (work-based admission, :mod:`serve.app.admission`) is not a failure:
-it is counted in ``skipped_overloaded`` and retried in the next round. The loop itself never stops
-on an error.
+is counted (``steadyrank_golden_failures_total``), logged, and retried in the next round; the
+loop itself never stops on an error.
 """
 
 from __future__ import annotations
@@ -30,7 +28,6 @@ from steadyrank.serve.quality.canary import VERDICTS, Agreement, agreement, comp
 from steadyrank.serve.quality.golden import GoldenQuery, GoldenSet
 from steadyrank.serve.quality.monitor import QUALITY_STATS, QualityWindow, evaluate_ranking
 from steadyrank.serve.quality.settings import QualitySettings
-from steadyrank.serve.runtime.errors import OverloadedError, root_cause
 
 logger = logging.getLogger("steadyrank.quality")
 SearchFn = Callable[[SearchCall], Awaitable[dict]]  # the Searcher's call → its outcome as a mapping
@@ -57,8 +54,7 @@ class QualityService:
         self.agreements: deque[Agreement] = deque(maxlen=settings.window)
         self.rng = random.Random(settings.seed)
         self.retry: dict[str, GoldenQuery] = {}
-        self.counts = {"replayed": 0, "mirrored": 0, "failures": 0, "rounds": 0, "golden_id_ignored": 0,
-                       "skipped_overloaded": 0}
+        self.counts = {"replayed": 0, "mirrored": 0, "failures": 0, "rounds": 0, "golden_id_ignored": 0}
         self.last_success: float | None = None
 
     # --- golden replays -------------------------------------------------------------------
@@ -80,12 +76,8 @@ class QualityService:
                                           escalated=bool(response.get("meta", {}).get("escalated", False)),
                                           latency_s=time.perf_counter() - started)
         except Exception as exc:  # noqa: BLE001 - any failure is counted, logged and retried
-            self.retry[query.query_id] = query
-            if isinstance(root_cause(exc), OverloadedError):  # the model had no room: replayed next round
-                self.counts["skipped_overloaded"] += 1
-                logger.debug("golden %s %s of %s skipped: %s", source, variant, query.query_id, exc)
-                return None
             self.counts["failures"] += 1
+            self.retry[query.query_id] = query
             self.recorder.inc("steadyrank_golden_failures_total", variant=variant)
             logger.warning("golden %s %s of %s failed: %s: %s", source, variant, query.query_id, type(exc).__name__, exc)
             return None

@@ -146,12 +146,3 @@ def check_rerank_args(query: str, documents: Sequence[str], top_n: int | None) -
     if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
         raise InvalidInputError(f"top_n must be a positive integer, got {top_n!r}")
     return docs
-
-
-def root_cause(exc: BaseException) -> BaseException:
-    """The exception a replica raised, out of Ray's wrappers (``RayTaskError.cause``)."""
-    seen = 0
-    while getattr(exc, "cause", None) is not None and seen < 5:
-        exc = exc.cause  # pyright: ignore[reportAttributeAccessIssue]
-        seen += 1
-    return exc

@@ -14,7 +14,7 @@ import asyncio
 
 import pytest
 
-from tests.http.conftest import KEY, Served, build, metric
+from tests.http.conftest import KEY, Behaviour, Served, build, metric
 
 pytestmark = pytest.mark.anyio
 
@@ -85,7 +85,7 @@ async def test_a_body_too_large_for_the_room_left_is_refused_before_it_is_read(s
     """20 s queued leaves room for 40 documents under 0.8 × 30 s: a 50 kB body, 100 documents at
     the 500 bytes per document of the requests seen, is refused unread."""
     busy(slow, 200)
-    slow.app.state.gate.bodies["reranker"].observe(50_000, 100)
+    slow.app.state.gate.work["reranker"].observe_body(50_000, 100)
     r, read = await post(slow, "/v1/rerank", size=50_000)
     assert r.status_code == 503 and not read and r.headers["retry-after"] == "30"  # (200 + 100) / 10 s
 
@@ -97,6 +97,7 @@ async def test_the_in_flight_limit_counts_requests_whose_body_was_read(served) -
         while served.app.state.gate.in_flight < 4:
             await asyncio.sleep(0.01)
         assert metric(served, "steadyrank_in_flight_requests") == 4
+        assert metric(served, "steadyrank_queued_work_units", model="reranker") == 12
         refused = await c.post("/v1/rerank", json={"query": "q", "documents": DOCS})
         served.reranker.behaviour.hold.set()
         done = await asyncio.gather(*held)
@@ -153,73 +154,70 @@ async def test_a_call_on_a_dead_replica_is_retried_within_its_deadline(served, p
     assert metric(served, "steadyrank_request_retries_total", reason="replica_lost") == 3
 
 
-# -- the model admits its own work; the ingress refuses early from its view of it -----------------
+# -- the work queue: an admitted request's units leave it exactly once, however it ends ---------------
 
-async def test_the_split_ingress_refuses_from_what_the_model_replicas_publish() -> None:
-    """In the split layout the ingress has no queue of its own: it asks the reranker replicas'
-    ``admission()`` in the background (every ``refresh_s``) and refuses from their sum. The first
-    request finds nothing published and is admitted (the model admits it itself); once the busy
-    state has arrived, the next is refused at the ingress, before the model is called."""
-    from steadyrank.serve.app.admission import WorkQueue
+def held_units(served: Served) -> int:
+    return served.app.state.gate.work["reranker"].pending
+
+
+@pytest.mark.parametrize("ending", ["deadline", "replica_error", "bug", "client_gone"])
+async def test_an_admitted_request_releases_its_units_exactly_once_when_the_model_is_done(ending) -> None:
+    """One request of 2 documents stays held at the reranker (2 units pending) while another of 3
+    documents ends badly: a 504 at its deadline, a domain error from the replica, a bug (500), or
+    its client going away. Its 3 units leave the queue once, and only when the model is done with
+    them: after the 504 the model call runs on (a started batch is still computed; the replica drops
+    a queued job at its deadline), so the units stay until that call ends (before: they left at
+    the 504, and the queue under-counted the model's work); on a client going away the call is
+    cancelled (a queued job is dropped) and the units leave at once. The held request's 2 units
+    stay throughout (a second release would take them too), and once it answers the queue is empty:
+    no estimate drifts, and later requests come and go."""
+    from steadyrank.serve.runtime.errors import InputTooLongError
 
     served = build({"limits": {"request_timeout_s": 30}})
-    busy_replica = WorkQueue(min_units=10, half_life_s=1e9)
-    busy_replica.start(1, 0.0)
-    busy_replica.finish(1, 1.0)
-    busy_replica.start(100, 1.0)
-    busy_replica.finish(100, 11.0)  # 10 documents/s
-    busy_replica.start(300, 11.0)  # 30 s of work queued > 0.8 × 30 s
-    asked = []
-
-    async def admission() -> dict:
-        asked.append(1)
-        return {"replica": "r1", **busy_replica.published()}
-
-    served.reranker.admission = admission  # pyright: ignore[reportAttributeAccessIssue]
-    body = {"query": "q", "documents": DOCS}
-    async with served.client() as c:
-        assert (await c.post("/v1/rerank", json=body)).status_code == 200
-        await asyncio.sleep(0.05)  # the background ask answers
-        refused = await c.post("/v1/rerank", json=body)
-    assert asked and refused.status_code == 503 and refused.headers["retry-after"] == "31"  # (300 + 3 + …) / 10 s
-    assert len(served.reranker.behaviour.calls) == 1, "the refused request reached the model"
-    assert metric(served, "steadyrank_requests_dropped_total", deployment="ingress", reason="overloaded") == 1
-
-
-@pytest.mark.parametrize("ending", ["deadline", "client_gone"])
-async def test_after_a_504_the_model_call_runs_on_and_a_client_gone_cancels_it(ending) -> None:
-    """A 504 does not take the work from the model: the call runs on, detached and counted by
-    ``drain`` (``gateway.background``), until the model is done with it (it drops a queued job at
-    the deadline it was given). A client that goes away cancels the call, so a job still queued at
-    the model is dropped at once."""
-    served = build({"limits": {"request_timeout_s": 30}})
-    model_done, reached = asyncio.Event(), asyncio.Event()
+    release_first, model_done, first = asyncio.Event(), asyncio.Event(), asyncio.Event()
     cancelled = []
+    fails = {"replica_error": InputTooLongError("too long at the replica"), "bug": RuntimeError("boom")}.get(ending)
 
-    async def act(*args):
-        reached.set()
+    async def act(*args):  # the first call is held until released; the second ends as `ending` says
+        if not first.is_set():
+            first.set()
+            await release_first.wait()
+            return
+        if fails is not None:
+            raise fails
         try:
-            await model_done.wait()
+            await model_done.wait()  # the model still works on it past its deadline
         except asyncio.CancelledError:
             cancelled.append(args)
             raise
 
     served.reranker.behaviour.act = act
-    gateway = served.app.state.gateway
     async with served.client() as c:
+        held = asyncio.create_task(c.post("/v1/rerank", json={"query": "q", "documents": DOCS[:2]}))
+        await first.wait()
+        assert held_units(served) == 2
         headers = {"X-Request-Timeout": "0.2"} if ending == "deadline" else {}
-        call = asyncio.create_task(c.post("/v1/rerank", json={"query": "q", "documents": DOCS}, headers=headers))
-        await reached.wait()
+        bad = asyncio.create_task(c.post("/v1/rerank", json={"query": "q", "documents": DOCS}, headers=headers))
+        if fails is None:  # it waits at the reranker: 5 units pending
+            while held_units(served) < 5:
+                await asyncio.sleep(0.01)
         if ending == "client_gone":
-            call.cancel()
-        (outcome,) = await asyncio.gather(call, return_exceptions=True)
+            bad.cancel()
+        (outcome,) = await asyncio.gather(bad, return_exceptions=True)
+        status = None if isinstance(outcome, BaseException) else outcome.status_code
+        assert status == {"deadline": 504, "replica_error": 413, "bug": 500, "client_gone": None}[ending]
         if ending == "deadline":
-            assert outcome.status_code == 504 and len(gateway.background) == 1 and not cancelled
+            assert held_units(served) == 5, "the units left at the 504 while the model still had the work"
             model_done.set()
-            while gateway.background:
+            while held_units(served) > 2:
                 await asyncio.sleep(0.01)
-        else:
-            while not cancelled:
-                await asyncio.sleep(0.01)
-            assert not gateway.background
-    assert len(cancelled) == (ending == "client_gone")
+        assert held_units(served) == 2, f"{ending}: the other request's units were released too"
+        assert len(cancelled) == (ending == "client_gone")
+        release_first.set()
+        assert (await held).status_code == 200
+        assert held_units(served) == 0
+        assert metric(served, "steadyrank_queued_work_units", model="reranker") == 0
+        served.reranker.behaviour.act = Behaviour().act
+        for _ in range(3):  # nothing left behind: more requests come and go
+            assert (await c.post("/v1/rerank", json={"query": "q", "documents": DOCS})).status_code == 200
+    assert held_units(served) == 0

@@ -1,13 +1,12 @@
-"""Work-based admission (serve.app.admission): the rate a WorkQueue learns from completions and the
-requests it refuses; the split layout's view of the replicas' queues (PublishedQueue); the body
-size estimate (BodySizes); and the pacing of refusals (RefusalPacer). Pure Python, simulated clock
+"""Work-based admission (serve.app.admission.WorkQueue): the rate it learns from completions and
+the requests it refuses; and the pacing of refusals (RefusalPacer). Pure Python, simulated clock
 (seconds)."""
 
 from __future__ import annotations
 
 import pytest
 
-from steadyrank.serve.app.admission import SIZE_WINDOW, BodySizes, PublishedQueue, RefusalPacer, WorkQueue
+from steadyrank.serve.app.admission import SIZE_WINDOW, RefusalPacer, WorkQueue
 
 
 def run_steady(queue: WorkQueue, rate: float, requests: int, units: int, start: float = 0.0) -> float:
@@ -99,48 +98,14 @@ def test_pacing_off_answers_everything_at_once() -> None:
 
 
 def test_units_in_a_body_are_estimated_low_from_the_largest_recent_bytes_per_unit() -> None:
-    sizes = BodySizes()
-    assert sizes.units_in(50_000) == 1  # no request seen yet: one unit, the handler decides the rest
-    sizes.observe(40_000, 100)  # 400 bytes per document
-    sizes.observe(50_000, 100)  # 500
-    sizes.observe(None, 100)  # no Content-Length: nothing learned
-    assert sizes.units_in(50_000) == 100  # shaped like the recent requests: exact
-    assert sizes.units_in(49_999) == 99  # rounded down
-    assert sizes.units_in(200) == 1 and sizes.units_in(None) == 1
+    queue = WorkQueue()
+    assert queue.units_in(50_000) == 1  # no request seen yet: one unit, the handler decides the rest
+    queue.observe_body(40_000, 100)  # 400 bytes per document
+    queue.observe_body(50_000, 100)  # 500
+    queue.observe_body(None, 100)  # no Content-Length: nothing learned
+    assert queue.units_in(50_000) == 100  # shaped like the recent requests: exact
+    assert queue.units_in(49_999) == 99  # rounded down
+    assert queue.units_in(200) == 1 and queue.units_in(None) == 1
     for _ in range(SIZE_WINDOW):  # the 500-byte request leaves the window
-        sizes.observe(25_000, 100)
-    assert sizes.units_in(50_000) == 200
-
-
-def learned(rate: float, pending: int) -> WorkQueue:
-    """A replica's queue that learned ``rate`` units/s and holds ``pending`` units."""
-    queue = WorkQueue(min_units=10, half_life_s=1e9)
-    queue.start(1, 0.0)
-    queue.finish(1, 1.0)  # the first answer ends start-up
-    queue.start(100, 1.0)
-    queue.finish(100, 1.0 + 100 / rate)
-    queue.start(pending, 100.0)
-    return queue
-
-
-def test_the_published_view_sums_the_replicas_and_refuses_as_one_queue_would() -> None:
-    """Two replicas at 10 and 30 units/s holding 200 and 400 units: 600 units at 40 units/s, a
-    15 s wait; the view refuses exactly where one queue with that state would."""
-    view = PublishedQueue(headroom=0.8, stale_s=5.0)
-    assert view.rate() is None and view.refusal(1000, 1.0) is None  # nothing published yet: admit
-    view.update("a", learned(10, 200).published(), now=0.0)
-    assert view.pending == 200 and view.rate() == pytest.approx(10)
-    view.update("b", learned(30, 400).published(), now=1.0)
-    assert view.pending == 600 and view.rate() == pytest.approx(40)
-    assert view.predicted_wait(0) == pytest.approx(15.0)
-    assert view.refusal(40, 20.0) is None  # (600 + 40) / 40 = 16 s ≤ 0.8 × 20
-    assert view.refusal(80, 20.0) == 17  # 17 s > 16 s: Retry-After = the wait, rounded up
-    view.update("a", learned(10, 200).published(), now=6.5)  # b last answered 5.5 s ago: forgotten
-    assert view.pending == 200 and view.rate() == pytest.approx(10)
-    view.update("c", WorkQueue().published(), now=7.0)  # a replica without a rate yet: no rate, admit
-    assert view.rate() is None and view.refusal(10_000, 1.0) is None
-
-
-def test_the_published_view_is_asked_again_every_refresh_interval() -> None:
-    view = PublishedQueue(refresh_s=0.5)
-    assert view.due(10.0) and not view.due(10.2) and not view.due(10.49) and view.due(10.5)
+        queue.observe_body(25_000, 100)
+    assert queue.units_in(50_000) == 200

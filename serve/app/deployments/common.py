@@ -4,33 +4,25 @@ batch, torch thread settings and batch options applied through Ray Serve's ``use
 from __future__ import annotations
 
 import asyncio
-import math
 import sys
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from steadyrank.serve.app.admission import WorkQueue
 from steadyrank.serve.app.memory import trim_freed_memory
-from steadyrank.serve.runtime.errors import DeadlineExceeded, InvalidInputError, OverloadedError, check_texts
+from steadyrank.serve.runtime.errors import DeadlineExceeded, InvalidInputError, check_texts
 
 
 @dataclass
 class Ticket:
     """One model call's deadline (epoch seconds; None = none) and whether its caller gave up
-    (the handle call was cancelled: the client disconnected or the ingress timed out).
-
-    ``release(completed)``: hands the call's admitted units back (:class:`~serve.app.admission.WorkQueue`);
-    :meth:`settle` calls it exactly once, when the model is done with the job: computed, dropped
-    before its forward pass, or failed."""
+    (the handle call was cancelled: the client disconnected or the ingress timed out)."""
 
     deadline: float | None = None
     cancelled: bool = False
     started: bool = False
-    release: Callable[[bool], None] | None = field(default=None, repr=False)
 
     def drop_reason(self, now: float) -> str | None:
         """``deadline`` (it passed), ``disconnected`` (cancelled before its deadline) or None (run it)."""
@@ -38,66 +30,18 @@ class Ticket:
             return "deadline"
         return "disconnected" if self.cancelled else None
 
-    def settle(self, completed: bool) -> None:
-        """The model is done with this job (``completed``: it was computed); releases its units once."""
-        release, self.release = self.release, None
-        if release is not None:
-            release(completed)
-
 
 def count_drop(recorder: Any, label: str, reason: str) -> None:
     recorder.inc("steadyrank_requests_dropped_total", deployment=label, reason=reason)
 
 
-def refuse_if_full(work: WorkQueue, units: int, deadline_s: float, recorder: Any, label: str) -> None:
-    """Work-based admission at the model (:mod:`serve.app.admission`): ``OverloadedError`` (503 with
-    ``Retry-After``; counted as dropped ``overloaded``) when ``units`` would wait longer than
-    ``work.headroom × deadline_s`` behind the work queued at ``label``."""
-    refused = work.refusal(units, deadline_s)
-    if refused is not None:
-        count_drop(recorder, label, "overloaded")
-        raise OverloadedError(f"server overloaded: the {label} has about {work.predicted_wait(units):.0f} s of work "
-                              f"queued, more than this request's deadline of {deadline_s:.3g} s allows; retry later",
-                              retry_after_s=refused)
-
-
-def admit(work: WorkQueue, units: int, ticket: Ticket, recorder: Any, label: str) -> None:
-    """:func:`refuse_if_full` under ``ticket``'s deadline (none: admitted; already passed: taken, for
-    :func:`admitted` to drop as ``deadline``), else take ``units`` into ``work`` until ``ticket``
-    is settled. The queue's size is the gauge ``steadyrank_queued_work_units{model=label}``."""
-    deadline_s = math.inf if ticket.deadline is None else ticket.deadline - time.time()
-    if deadline_s > 0:
-        refuse_if_full(work, units, deadline_s, recorder, label)
-    work.start(units, time.monotonic())
-    recorder.set("steadyrank_queued_work_units", work.pending, model=label)
-
-    def release(completed: bool) -> None:
-        work.finish(units, time.monotonic(), completed)
-        recorder.set("steadyrank_queued_work_units", work.pending, model=label)
-
-    ticket.release = release
-
-
-def published_admission(work: WorkQueue) -> dict[str, Any]:
-    """``{"replica", "pending", "rate"}``: a model replica's queue (:meth:`WorkQueue.published`)
-    under its replica id ("local" outside Ray Serve), for the split layout's ingress."""
-    replica = "local"
-    if in_replica():
-        from ray import serve
-
-        replica = serve.get_replica_context().replica_id.unique_id
-    return {"replica": replica, **work.published()}
-
-
 async def admitted(batched: Any, job: Any, ticket: Ticket, recorder: Any, label: str) -> Any:
     """Queue ``(job, ticket)`` on a :class:`~serve.app.deployments.batcher.RequestBatcher` and
     await its result. A job whose deadline passed is refused here; a caller cancelled while its job
-    is still queued marks the ticket, so the batch drops the job unscored (counted once, here). The
-    ticket is settled here when the job never reaches a batch, else by :func:`run_batch`."""
+    is still queued marks the ticket, so the batch drops the job unscored (counted once, here)."""
     reason = ticket.drop_reason(time.time())
     if reason is not None:
         count_drop(recorder, label, reason)
-        ticket.settle(False)
         raise DeadlineExceeded("the request's deadline passed before it reached the model")
     try:
         return unwrap(await batched((job, ticket)))
@@ -105,7 +49,6 @@ async def admitted(batched: Any, job: Any, ticket: Ticket, recorder: Any, label:
         if not ticket.started:
             ticket.cancelled = True
             count_drop(recorder, label, ticket.drop_reason(time.time()) or "disconnected")
-            ticket.settle(False)
         raise
 
 
@@ -212,8 +155,7 @@ async def run_batch(executor: ThreadPoolExecutor, jobs: list[tuple[Any, Ticket]]
                     label: str) -> list[Any]:
     """Run the live jobs of a batch in one ``run`` on ``executor`` (isolated, :func:`run_isolated`);
     a job whose deadline passed or whose caller gave up is dropped before the forward pass and
-    counted in ``steadyrank_requests_dropped_total{deployment=label, reason}``. Every job's ticket
-    is settled here (:meth:`Ticket.settle`): computed, dropped or failed. The memory the
+    counted in ``steadyrank_requests_dropped_total{deployment=label, reason}``. The memory the
     forward passes freed then goes back to the OS (:func:`serve.app.memory.trim_freed_memory`, ~0.5
     ms) as the executor's next task: after the answers, before the next batch."""
     now = time.time()
@@ -227,17 +169,14 @@ async def run_batch(executor: ThreadPoolExecutor, jobs: list[tuple[Any, Ticket]]
         else:
             if not ticket.cancelled:  # a cancelled job was counted when its caller gave up
                 count_drop(recorder, label, reason)
-            ticket.settle(False)
             out[i] = Failed(DeadlineExceeded(f"dropped before the forward pass ({reason})"))
     if live:
         try:
             results = await run_in(executor, run_isolated, [jobs[i][0] for i in live], run)
-            for i, result in zip(live, results, strict=True):
-                out[i] = result
         finally:
             executor.submit(trim_freed_memory)
-            for i in live:  # the model is done with them (a batch that raised computed none)
-                jobs[i][1].settle(out[i] is not None and not isinstance(out[i], Failed))
+        for i, result in zip(live, results, strict=True):
+            out[i] = result
     return out
 
 

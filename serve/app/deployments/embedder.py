@@ -7,16 +7,13 @@ from typing import Any
 import numpy as np
 from ray import serve
 
-from steadyrank.serve.app.admission import WorkQueue
 from steadyrank.serve.app.deployments.batcher import RequestBatcher
 from steadyrank.serve.app.deployments.common import (
     Ticket,
-    admit,
     admitted,
     apply_batch_config,
     check_text_list,
     model_executor,
-    published_admission,
     run_batch,
     set_compute_threads,
 )
@@ -38,7 +35,6 @@ class Embedder:
         self.executor = model_executor(settings.deployments.background_niceness)
         self._batch = RequestBatcher(self._run_batch)  # limits from user_config (reconfigure)
         self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
-        self.work = WorkQueue(headroom=settings.limits.admission_headroom)
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         apply_batch_config(self._batch, config)
@@ -49,21 +45,13 @@ class Embedder:
                 "precision_choice": m.precision_choice.facts(), "scoring": m.scoring,
                 "max_length": m.max_length}
 
-    async def admission(self) -> dict[str, Any]:
-        """This replica's admitted work, for the split layout's ingress (:func:`published_admission`)."""
-        return published_admission(self.work)
-
     async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None) -> dict[str, Any]:
         """``{"vectors": float32 (n, dim) unit rows, "tokens": int | None}`` (tokens after truncation).
-        Admitted by its texts (:func:`~serve.app.deployments.common.admit`: refused at once, 503,
-        when the work queued here would keep it past ``limits.admission_headroom`` × its deadline).
         ``deadline`` (epoch s): dropped unembedded once it passed (``DeadlineExceeded``)."""
         texts = check_text_list(texts, "input")
         if not texts:
             return {"vectors": np.zeros((0, self.model.dim), dtype=np.float32), "tokens": 0 if count_tokens else None}
-        ticket = Ticket(deadline)
-        admit(self.work, len(texts), ticket, self.recorder, "embedder")
-        return await admitted(self._batch, (texts, bool(count_tokens)), ticket, self.recorder, "embedder")
+        return await admitted(self._batch, (texts, bool(count_tokens)), Ticket(deadline), self.recorder, "embedder")
 
     async def _run_batch(self, jobs: list[tuple[tuple[list[str], bool], Ticket]]) -> list[Any]:
         self.recorder.observe("steadyrank_batch_size", len(jobs), deployment="embedder")

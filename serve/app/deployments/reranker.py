@@ -17,17 +17,13 @@ import numpy as np
 from ray import serve
 
 from steadyrank.retrieval.ranking import rank_async
-from steadyrank.serve.app.admission import WorkQueue
 from steadyrank.serve.app.deployments.batcher import RequestBatcher
 from steadyrank.serve.app.deployments.common import (
     Ticket,
-    admit,
     admitted,
     apply_batch_config,
     check_text_list,
     model_executor,
-    published_admission,
-    refuse_if_full,
     run_batch,
     run_in,
     set_compute_threads,
@@ -62,7 +58,6 @@ class Reranker:
         self.shadow_chunk_docs = quality.shadow_chunk_docs
         self._twin_lock = threading.Lock()
         self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
-        self.work = WorkQueue(headroom=settings.limits.admission_headroom)
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         apply_batch_config(self._batch, config)
@@ -78,25 +73,15 @@ class Reranker:
                 "rescore_boundary_ties": s.rescores_boundary_ties, "forward_lanes": lanes,
                 "torch_threads_per_lane": threads_per_lane}
 
-    async def admission(self) -> dict[str, Any]:
-        """This replica's admitted work, for the split layout's ingress (:func:`published_admission`)."""
-        return published_admission(self.work)
-
     async def score(self, query: str, documents: list[str], shadow: bool = False,
                     deadline: float | None = None) -> dict[str, np.ndarray]:
         """``{"scores", "keys"}`` float32 (n,) and ``"truncated"`` bool (n,), in input order.
 
-        Every call is admitted by the documents it scores (:func:`~serve.app.deployments.common.admit`):
-        refused at once (``OverloadedError``, 503) when the work queued here would keep it past
-        ``limits.admission_headroom`` × its deadline.
-
         ``deadline`` (epoch s): a user request still queued when it passes (or whose caller gave
         up) is dropped before its forward pass (``DeadlineExceeded``; counted).
 
-        ``shadow`` (evaluator traffic): admitted under the longest wait shadow work accepts
-        (``quality.shadow_max_wait_s``) and scored in chunks of ``quality.shadow_chunk_docs``
-        documents, each started only when user work leaves room (:class:`~serve.app.priority.ShadowGate`)
-        and counted in the queue while it computes.
+        ``shadow`` (evaluator traffic): scored in chunks of ``quality.shadow_chunk_docs`` documents,
+        each started only when user work leaves room (:class:`~serve.app.priority.ShadowGate`).
         In FP32 the scores equal those of the user path up to FP32 rounding; below FP32 a
         document's logit may differ in its last bits, as it does between user batches.
         """
@@ -106,38 +91,26 @@ class Reranker:
         if not documents:
             return {"scores": np.zeros(0, np.float32), "keys": np.zeros(0, np.float32), "truncated": np.zeros(0, bool)}
         if shadow:
-            refuse_if_full(self.work, len(documents), self.gate.max_wait_s, self.recorder, self.label)
-            parts = [(await self._shadow_turn(len(part), self._score_jobs, [(query, list(part))]))[0]
+            parts = [(await self._shadow_turn(self._score_jobs, [(query, list(part))]))[0]
                      for part in chunks(documents, self.shadow_chunk_docs)]
             return {name: np.concatenate([p[name] for p in parts]) for name in ("scores", "keys", "truncated")}
-        ticket = Ticket(deadline)
-        admit(self.work, len(documents), ticket, self.recorder, self.label)
         async with self.gate.user():
-            return await admitted(self._batch, (query, documents), ticket, self.recorder, self.label)
+            return await admitted(self._batch, (query, documents), Ticket(deadline), self.recorder, self.label)
 
     async def fp32_keys(self, query: str, documents: list[str], shadow: bool = False) -> np.ndarray:
         """Rank keys of ``documents`` from an FP32 forward pass (boundary re-scoring); ``shadow`` as
         in :meth:`score` (one chunk: a tie group is small)."""
         documents = check_text_list(documents, "documents")
         if shadow:
-            return await self._shadow_turn(len(documents), self._fp32_keys, query, documents)
+            return await self._shadow_turn(self._fp32_keys, query, documents)
         async with self.gate.user():
             return await run_in(self.executor, self._fp32_keys, query, documents)
 
-    async def _shadow_turn(self, units: int, fn: Any, *args: Any) -> Any:
-        """Run ``fn(*args)`` on the compute thread once the gate gives shadow work its turn, its
-        ``units`` counted in the work queue while it computes."""
+    async def _shadow_turn(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn(*args)`` on the compute thread once the gate gives shadow work its turn."""
         waited = await self.gate.turn()
         self.recorder.observe("steadyrank_shadow_wait_seconds", waited, deployment=self.label)
-        ticket = Ticket()
-        admit(self.work, units, ticket, self.recorder, self.label)  # no deadline: taken
-        completed = False
-        try:
-            result = await run_in(self.executor, fn, *args)
-            completed = True
-            return result
-        finally:
-            ticket.settle(completed)
+        return await run_in(self.executor, fn, *args)
 
     def _fp32_keys(self, query: str, documents: list[str]) -> np.ndarray:
         with self._twin_lock:  # the FP32 twin is loaded once, lazily

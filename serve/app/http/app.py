@@ -48,8 +48,7 @@ def create_app(services: Services) -> FastAPI:
     app = FastAPI(title="steadyrank",
                   description="Reranking middleware with High-Precision Scoring, tie facts and dynamic-K search.",
                   version="0.1.0", **_native_tracing_off())
-    gate = Gate(pacer=RefusalPacer(limits.refusals_per_s, limits.refusal_max_wait_s), headroom=limits.admission_headroom,
-                work=dict(services.queues or {}))
+    gate = Gate(pacer=RefusalPacer(limits.refusals_per_s, limits.refusal_max_wait_s), headroom=limits.admission_headroom)
     gateway = Gateway(services, gate)
     app.state.services = services
     app.state.keys = Keys.from_settings(settings.auth)

@@ -5,7 +5,7 @@ Order of a scoring request (every step answers before the next costs anything):
 1. the API key (constant time over every configured key; 401);
 2. refusal before the body: the server drains (503), this replica has ``limits.max_in_flight``
    requests in flight (503), or the endpoint's model has so much work queued that the units the
-   ``Content-Length`` holds would be refused (503; :meth:`BodySizes.units_in`);
+   ``Content-Length`` holds would be refused (503; :meth:`WorkQueue.units_in`);
 3. the body, read under a size cap (413) and a read deadline measured from the request's arrival
    (``limits.body_timeout_s``; 408): a slowly sent body holds no slot;
 4. an in-flight slot, taken once the body is read (503 when the replicas's slots filled meanwhile),
@@ -120,8 +120,9 @@ def refusal(request: Request, name: str) -> tuple[str, SteadyrankError] | None:
     model = MODEL_OF_ENDPOINT.get(name)
     if model is None:
         return None
-    units = gate.bodies[model].units_in(declared_size(request))
-    if gateway.view(model).refusal(units, limits.request_timeout_s) is None:  # a request's own deadline is never longer
+    queue = gate.work[model]
+    units = queue.units_in(declared_size(request))
+    if queue.refusal(units, limits.request_timeout_s) is None:  # a request's own deadline is never longer
         return None
     refused = gateway.work_refusal(model, units, gateway.deadline(request))
     return None if refused is None else ("overloaded", refused)

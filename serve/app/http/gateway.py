@@ -14,9 +14,8 @@ Every call goes through :meth:`Gateway.call` under its deadline (seconds):
   without replicas → ``unavailable``; an index shard that did not answer → ``shard_unavailable``.
   Anything else is a bug and propagates (a JSON 500 with the request id).
 
-:meth:`Gateway.model_call` adds the early refusal of work-based admission (:mod:`serve.app.admission`)
-for the model deployments: the models admit every call themselves; the ingress refuses first, from
-its view of their queues (:meth:`Gateway.view`), what they would refuse.
+:meth:`Gateway.model_call` adds work-based admission (:mod:`serve.app.admission`) for the model
+deployments.
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ from typing import Any
 
 from starlette.requests import Request
 
-from steadyrank.serve.app.admission import PublishedQueue, QueueView
 from steadyrank.serve.app.http.services import Gate, Services
 from steadyrank.serve.app.retry import again_if_lost
 from steadyrank.serve.runtime.errors import (
@@ -39,13 +37,21 @@ from steadyrank.serve.runtime.errors import (
     ShardUnavailable,
     SteadyrankError,
     UnavailableError,
-    root_cause,
 )
 
 logger = logging.getLogger("steadyrank.http")
 
 #: Seconds the awaits of side calls get (model facts, the metrics render, a mirror hand-off).
 SIDE_CALL_TIMEOUT_S = 10.0
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The exception a replica raised, out of Ray's wrappers (``RayTaskError.cause``)."""
+    seen = 0
+    while getattr(exc, "cause", None) is not None and seen < 5:
+        exc = exc.cause  # type: ignore[attr-defined]
+        seen += 1
+    return exc
 
 
 def domain_error(exc: BaseException, deadline_s: float, retry_after_s: int) -> SteadyrankError | None:
@@ -108,22 +114,9 @@ class Gateway:
     def _count_repeat(self) -> None:
         self.services.recorder.inc("steadyrank_request_retries_total", reason="replica_lost")
 
-    def view(self, model: str) -> QueueView:
-        """The ingress' view of ``model``'s admitted work: its own queue (colocated), or the state its
-        replicas published (split), asked again in the background every ``refresh_s``."""
-        queue = self.gate.work[model]
-        if isinstance(queue, PublishedQueue) and queue.due(time.monotonic()):
-            self.detach(self._refresh(model, queue), f"{model} admission state")
-        return queue
-
-    async def _refresh(self, model: str, queue: PublishedQueue) -> None:
-        handle = getattr(self.services, model)
-        state = await handle.admission.remote()
-        queue.update(str(state["replica"]), state, time.monotonic())
-
     def work_refusal(self, model: str, units: int, deadline: float) -> OverloadedError | None:
         """The 503 for a request of ``units`` at ``model`` that work-based admission refuses, or None."""
-        queue = self.view(model)
+        queue = self.gate.work[model]
         retry_after = queue.refusal(units, deadline)
         if retry_after is None:
             return None
@@ -133,36 +126,49 @@ class Gateway:
 
     async def model_call(self, request: Request, model: str, units: int, deadline: float,
                          call: Callable[[], Awaitable[Any]]) -> Any:
-        """:meth:`call` to a model deployment, refused at once (503 + ``Retry-After``) when the work
-        queued at ``model`` would keep its ``units`` (documents or texts) past
-        ``limits.admission_headroom`` × the deadline. The request's body size per unit is noted
-        first, for refusals before a body is read. The model admits the call itself as well, and
-        hands its units back when it is done with them (:func:`serve.app.deployments.common.admit`).
+        """:meth:`call` to a model deployment under work-based admission: ``units`` (documents or
+        texts) are refused at once, 503 + ``Retry-After``, when the work queued at ``model`` would
+        keep them past ``limits.admission_headroom`` × the deadline. The request's body size per
+        unit is noted first, for refusals before a body is read.
 
-        After a 504 the model call runs on, detached (counted by ``drain``): a job whose batch had
-        started is still computed, and one still queued is dropped at the deadline it was given.
-        When the client goes away the call is cancelled, so a job still queued is dropped at once."""
-        self.gate.bodies[model].observe(declared_size(request), units)
+        The units leave the queue exactly once, when the model is done with them: at the answer or
+        error; at once when the client goes away (the call is cancelled, so a job still queued at
+        the model is dropped); and after a 504, not at the 504 but when the model call itself ends
+        (:func:`settle`): the model still computes a job whose batch had started, and drops one
+        still queued at the deadline it was given, so until then the work is still the model's."""
+        queue = self.gate.work[model]
+        queue.observe_body(declared_size(request), units)
         refused = self.work_refusal(model, units, deadline)
         if refused is not None:
             self.services.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason="overloaded")
             raise refused
+        queue.start(units, time.monotonic())
+        self.services.recorder.set("steadyrank_queued_work_units", queue.pending, model=model)
         sent: list[asyncio.Future] = []
 
         def send() -> Awaitable[Any]:  # the model call runs on if our wait for it is cancelled
             sent.append(asyncio.ensure_future(call()))
             return asyncio.shield(sent[-1])
 
+        def release(completed: bool) -> None:
+            queue.finish(units, time.monotonic(), completed)
+            self.services.recorder.set("steadyrank_queued_work_units", queue.pending, model=model)
+
         try:
-            return await self.call(deadline, send)
+            out = await self.call(deadline, send)
         except DeadlineExceeded:
-            if sent and not sent[-1].done():
-                self.detach(sent[-1], f"{model} work past its deadline")
+            if sent and not sent[-1].done():  # the model still has it: its units stay until it is done
+                self.detach(settle(sent[-1], release), f"{model} work past its deadline")
+            else:
+                release(False)
             raise
         except BaseException:
             for work in sent:  # the client went away (or a bug): a job still queued is dropped
                 work.cancel()
+            release(False)
             raise
+        release(True)
+        return out
 
     async def model_facts(self, name: str) -> dict[str, Any]:
         """A model deployment's ``info()`` (id, max_length, …), asked once, under a timeout."""
@@ -184,6 +190,16 @@ class Gateway:
         task = asyncio.get_running_loop().create_task(run())
         self.background.add(task)
         task.add_done_callback(self.background.discard)
+
+
+async def settle(work: asyncio.Future, release: Callable[[bool], None]) -> None:
+    """Await ``work``, a model call whose request already got its 504, then ``release`` its units
+    (``True``: the model computed them). Run detached (:meth:`Gateway.detach`): cancelled after
+    :data:`SIDE_CALL_TIMEOUT_S`, which cancels ``work`` and releases the units all the same."""
+    try:
+        await work
+    finally:
+        release(work.done() and not work.cancelled() and work.exception() is None)
 
 
 def declared_size(request: Request) -> int | None:

@@ -1,6 +1,5 @@
 """What the HTTP layer is given (:class:`Services`) and what it keeps per ingress replica
-(:class:`Gate`: requests in flight, draining, its view of the model queues' admitted work, the
-recent body sizes, refusal pacing).
+(:class:`Gate`: requests in flight, draining, the model queues' admitted work, refusal pacing).
 
 ``Services`` holds the components behind the routes as handles with a Ray Serve
 ``DeploymentHandle``'s call shape (``handle.method.remote(...)`` → awaitable): real handles in the
@@ -9,18 +8,17 @@ in-process tests (tests/http)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from steadyrank.serve.app.admission import BodySizes, PublishedQueue, QueueView, RefusalPacer, WorkQueue
+from steadyrank.serve.app.admission import RefusalPacer, WorkQueue
 from steadyrank.serve.app.dialects.documents import TokenCutter
 from steadyrank.serve.app.dialects.names import ServedNames
 from steadyrank.serve.app.settings import Settings
 from steadyrank.serve.telemetry import Recorder
 
-#: The model deployments whose queued work is admitted per request (serve.app.admission), by the
-#: models themselves; the ingress refuses early from its view of the same queues.
+#: The model deployments whose queued work is admitted per request (serve.app.admission).
 MODELS = ("reranker", "embedder")
 
 
@@ -32,9 +30,7 @@ class Services:
     (:class:`~serve.app.health.ReplicaHealth`), or None outside Ray Serve. ``replica_id``: this
     ingress replica's id (reported by ``drain``). ``echoes_request_id``: the server in front already
     sends the request's ``X-Request-Id`` back (Ray Serve's HTTP servers do, for the id they put in
-    the request's headers), so the app does not add a second one. ``queues``: the model replicas'
-    own work queues where they live in this process (the colocated layout); else the ingress reads
-    what the model replicas publish (:class:`~serve.app.admission.PublishedQueue`)."""
+    the request's headers), so the app does not add a second one."""
 
     settings: Settings
     names: ServedNames
@@ -49,7 +45,6 @@ class Services:
     echoes_request_id: bool = False
     reranker_tokens: TokenCutter | None = None
     embedder_tokens: TokenCutter | None = None
-    queues: Mapping[str, WorkQueue] | None = None
 
     def __post_init__(self) -> None:
         if self.reranker_tokens is None:
@@ -61,18 +56,14 @@ class Services:
 @dataclass
 class Gate:
     """One ingress replica's admission state. ``in_flight`` counts scoring requests whose body has
-    been read and whose response is not yet complete (a body still arriving holds no slot).
-    ``work``: per model, the queue the ingress refuses from (the model's own, or the published view
-    of it); ``bodies``: the recent body bytes per unit, per model."""
+    been read and whose response is not yet complete (a body still arriving holds no slot)."""
 
     pacer: RefusalPacer
     headroom: float
     in_flight: int = 0
     draining: bool = False
-    work: dict[str, QueueView] = field(default_factory=dict)
-    bodies: dict[str, BodySizes] = field(default_factory=dict)
+    work: dict[str, WorkQueue] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for model in MODELS:
-            self.work.setdefault(model, PublishedQueue(headroom=self.headroom))
-            self.bodies.setdefault(model, BodySizes())
+            self.work.setdefault(model, WorkQueue(headroom=self.headroom))

@@ -20,10 +20,9 @@ from fastapi.responses import Response
 
 from steadyrank.serve.app import protocol
 from steadyrank.serve.app.http.deps import Role, authorised, caller_role, endpoint
-from steadyrank.serve.app.http.gateway import SIDE_CALL_TIMEOUT_S
+from steadyrank.serve.app.http.gateway import SIDE_CALL_TIMEOUT_S, root_cause
 from steadyrank.serve.app.http.responses import JSON
 from steadyrank.serve.app.retry import replica_lost
-from steadyrank.serve.runtime.errors import root_cause
 
 logger = logging.getLogger("steadyrank.http")
 router = APIRouter()
