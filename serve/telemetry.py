@@ -86,7 +86,8 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
                "(refused while the server drains for shutdown, 503).",
                ("deployment", "reason")),
     MetricSpec("steadyrank_request_retries_total", "counter",
-               "Deployment calls made again because the replica serving them died or became unreachable: "
+               "Deployment calls made again because the replica serving them died or became unreachable, or "
+               "their answer was lost with its node: "
                "by the ingress (reason replica_lost) or by the sharded Retriever for one shard's search "
                "(reason shard_replica_lost); the repeat goes to a live or replacement replica.",
                ("reason",)),

@@ -3,9 +3,9 @@ a call whose replica died, and the map from what a call raised to a domain error
 
 Every call goes through :meth:`Gateway.call` under its deadline (seconds):
 
-- a call whose replica died under it (``RayActorError``: ``ActorDiedError``,
-  ``ActorUnavailableError``) is made again, after 0.1 s, while the deadline allows
-  (:mod:`serve.app.retry`): Serve routes it to a live or replacement replica. Every call made here
+- a call whose replica died under it, or whose answer was lost with its node (the exceptions
+  :func:`serve.app.retry.replica_lost` names), is made again, after 0.1 s, while the deadline
+  allows (:mod:`serve.app.retry`): Serve routes it to a live or replacement replica. Every call made here
   only reads (scoring, search, reports), so a repeat is safe; repeats are counted in
   ``steadyrank_request_retries_total{reason="replica_lost"}``;
 - what the call raised becomes a :class:`~serve.runtime.errors.SteadyrankError` of its kind: the
