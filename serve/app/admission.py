@@ -100,16 +100,20 @@ class WorkQueue:
         self._advance(now)
         self.pending += units
 
-    def finish(self, units: int, now: float, completed: bool = True) -> None:
-        """``units`` came back; ``completed`` = they were computed (not refused or dropped)."""
+    def finish(self, units: int, now: float, completed: bool = True, computed: int | None = None) -> None:
+        """``units`` (as admitted by :meth:`start`) came back; ``completed`` = they were computed
+        (not refused or dropped). ``computed``: the units the model actually did, when the request
+        told only a low estimate at admission (a search reranks ``k_low`` candidates or, escalated,
+        more); the rate counts these."""
         self._advance(now)
         self.pending = max(0, self.pending - units)
         if completed and not self._answered:  # the first answer ends start-up: the sums begin now
             self._answered = True
             self.done_units = self.busy_s = 0.0
         elif completed:
-            self.done_units += units
-            self.finished_total += units
+            done = units if computed is None else computed
+            self.done_units += done
+            self.finished_total += done
         if self.pending == 0:
             self._since = None
 

@@ -406,9 +406,10 @@ class LimitsSettings(_Section):
                                                      "beyond, 503 + Retry-After at once, before any compute")
     admission_headroom: float = Field(
         default=0.8, gt=0, le=100,
-        description="work-based admission of the model endpoints: a request is refused at once (503 + Retry-After) "
-                    "when its predicted wait (queued documents or texts / the model's measured rate) exceeds this "
-                    "fraction of its deadline; a large value turns it off")
+        description="work-based admission of rerank, embeddings and search: a request is refused at once (503 + "
+                    "Retry-After) when its predicted wait (queued documents or texts / the model's measured rate; a "
+                    "search counts routing.k_low documents) exceeds this fraction of its deadline; a large value "
+                    "turns it off")
     refusals_per_s: float = Field(
         default=25.0, ge=0, description="overload 503s one ingress replica sends per second at most: a refusal beyond waits "
                                 "(no CPU) for its turn, at most refusal_max_wait_s, so clients that retry at once "

@@ -21,8 +21,8 @@ pytestmark = pytest.mark.anyio
 DOCS = ["alpha", "beta", "gamma"]
 
 
-def busy(served: Served, pending: int) -> None:
-    """The reranker learned 10 documents/s and has ``pending`` documents queued (deadline 30 s)."""
+def busy(served: Served, pending: int, model: str = "reranker") -> None:
+    """The ``model`` learned 10 units/s and has ``pending`` units queued (deadline 30 s)."""
     from steadyrank.serve.app.admission import WorkQueue
 
     queue = WorkQueue(min_units=10, headroom=0.8, half_life_s=1e9)
@@ -31,7 +31,7 @@ def busy(served: Served, pending: int) -> None:
     queue.start(100, 1.0)
     queue.finish(100, 11.0)  # 10 documents/s
     queue.start(pending, 11.0)
-    served.app.state.gate.work["reranker"] = queue
+    served.app.state.gate.work[model] = queue
 
 
 class Body:
@@ -72,13 +72,47 @@ async def test_a_full_queue_refuses_before_the_body_is_read(slow) -> None:
 @pytest.mark.parametrize(("path", "pending", "key", "status", "read"), [
     ("/v1/rerank", 200, KEY, 200, True),       # 20 s queued: one more document still fits
     ("/rerank", 300, KEY, 503, True),          # its error shape is known only from its body: refused after
-    ("/v1/search", 300, KEY, 200, True),       # not a single-model route
+    ("/v1/search", 300, KEY, 200, True),       # the embedded default's search reranks from stored vectors
     ("/v1/rerank", 300, "wrong", 401, False),  # an unauthorised request gets its 401, not a 503
 ])
 async def test_otherwise_the_route_decides(slow, path, pending, key, status, read) -> None:
     busy(slow, pending)
     r, was_read = await post(slow, path, key=key)
     assert r.status_code == status and was_read == read
+
+
+#: A primary reranker that is not the embedder: a search reranks its candidates with it.
+CROSS_ENCODER = {"reranker": {"path": "cross-encoder/ms-marco-MiniLM-L-6-v2"}}
+
+
+@pytest.mark.parametrize(("overrides", "model", "units"), [
+    (CROSS_ENCODER, "reranker", 50),  # routing.k_low candidates: every search reranks at least these
+    ({}, "embedder", 1),              # the reranker scores stored vectors: only the query is embedded
+])
+async def test_a_search_is_admitted_by_the_work_it_loads_before_its_body_is_read(overrides, model, units) -> None:
+    """A search loads the primary reranker (or, reranking from stored vectors, the embedder) like a
+    rerank does: with that model's queue full it is refused unread, its Retry-After the wait for
+    the queued work and its own; with the other model busy it goes through."""
+    served = build({"limits": {"request_timeout_s": 30}, **overrides})
+    busy(served, 300, "embedder" if model == "reranker" else "reranker")
+    ok, _ = await post(served, "/v1/search")
+    busy(served, 300, model)
+    refused, read = await post(served, "/v1/search")
+    assert ok.status_code == 200 and refused.status_code == 503 and not read
+    assert refused.headers["retry-after"] == str(-(-(300 + units) // 10))
+    assert f"the {model} has about" in refused.json()["error"]["message"]
+
+
+async def test_a_search_counts_the_candidates_it_reranked_in_the_rate() -> None:
+    """Admitted as ``k_low`` = 50 units, a search that reranked ``meta.k`` = 2 candidates adds 2 to
+    the reranker's finished work, not 50 (the rate would otherwise be 25 times too high), and its
+    50 pending units leave the queue when it answers."""
+    served = build(CROSS_ENCODER)
+    queue = served.app.state.gate.work["reranker"]
+    async with served.client() as c:
+        for _ in range(3):  # the first answer ends start-up and is not counted
+            assert (await c.post("/v1/search", json={"query": "q"})).status_code == 200
+    assert queue.pending == 0 and queue.finished_total == 2 * 2
 
 
 async def test_a_body_too_large_for_the_room_left_is_refused_before_it_is_read(slow) -> None:

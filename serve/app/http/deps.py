@@ -5,7 +5,8 @@ Order of a scoring request (every step answers before the next costs anything):
 1. the API key (constant time over every configured key; 401);
 2. refusal before the body: the server drains (503), this replica has ``limits.max_in_flight``
    requests in flight (503), or the endpoint's model has so much work queued that the units the
-   ``Content-Length`` holds would be refused (503; :meth:`WorkQueue.units_in`);
+   ``Content-Length`` holds would be refused (503; :meth:`WorkQueue.units_in`; a search's work is
+   known without its body: :func:`~serve.app.http.services.search_work`);
 3. the body, read under a size cap (413) and a read deadline measured from the request's arrival
    (``limits.body_timeout_s``; 408): a slowly sent body holds no slot;
 4. an in-flight slot, taken once the body is read (503 when the replicas's slots filled meanwhile),
@@ -27,6 +28,7 @@ from starlette.requests import Request
 
 from steadyrank.serve.app.http.gateway import declared_size
 from steadyrank.serve.app.http.responses import body_schema
+from steadyrank.serve.app.http.services import Work
 from steadyrank.serve.runtime.errors import (
     EmptyInputError,
     InputTooLongError,
@@ -117,15 +119,25 @@ def refusal(request: Request, name: str) -> tuple[str, SteadyrankError] | None:
     if gate.in_flight >= limits.max_in_flight:
         return "overloaded", OverloadedError(f"server at capacity ({limits.max_in_flight} requests in flight); "
                                              "retry later", retry_after_s=limits.retry_after_s)
-    model = MODEL_OF_ENDPOINT.get(name)
-    if model is None:
+    work = work_before_body(request, name)
+    if work is None:
         return None
+    model, units = work.model, work.units
     queue = gate.work[model]
-    units = queue.units_in(declared_size(request))
     if queue.refusal(units, limits.request_timeout_s) is None:  # a request's own deadline is never longer
         return None
     refused = gateway.work_refusal(model, units, gateway.deadline(request))
     return None if refused is None else ("overloaded", refused)
+
+
+def work_before_body(request: Request, name: str) -> Work | None:
+    """The work the scoring endpoint ``name`` will be admitted as, estimated before its body is read
+    (None: not known from the headers)."""
+    app = request.app.state
+    if name == "search":
+        return app.scoring.search_work
+    model = MODEL_OF_ENDPOINT.get(name)
+    return None if model is None else Work(model, app.gate.work[model].units_in(declared_size(request)))
 
 
 async def read_body(request: Request, limit: int, ends: float) -> bytes:

@@ -125,11 +125,14 @@ class Gateway:
                                retry_after_s=retry_after)
 
     async def model_call(self, request: Request, model: str, units: int, deadline: float,
-                         call: Callable[[], Awaitable[Any]]) -> Any:
+                         call: Callable[[], Awaitable[Any]], *, sized_by_body: bool = True,
+                         computed: Callable[[Any], int] | None = None) -> Any:
         """:meth:`call` to a model deployment under work-based admission: ``units`` (documents or
         texts) are refused at once, 503 + ``Retry-After``, when the work queued at ``model`` would
-        keep them past ``limits.admission_headroom`` × the deadline. The request's body size per
-        unit is noted first, for refusals before a body is read.
+        keep them past ``limits.admission_headroom`` × the deadline. ``sized_by_body``: the units
+        grow with the body (rerank, embeddings; not a search), so the request's body size per unit
+        is noted first, for refusals before a body is read. ``computed(answer)``: the units the
+        model actually did, when ``units`` was a low estimate (:func:`~serve.app.http.services.search_work`).
 
         The units leave the queue exactly once, when the model is done with them: at the answer or
         error; at once when the client goes away (the call is cancelled, so a job still queued at
@@ -137,7 +140,8 @@ class Gateway:
         (:func:`settle`): the model still computes a job whose batch had started, and drops one
         still queued at the deadline it was given, so until then the work is still the model's."""
         queue = self.gate.work[model]
-        queue.observe_body(declared_size(request), units)
+        if sized_by_body:
+            queue.observe_body(declared_size(request), units)
         refused = self.work_refusal(model, units, deadline)
         if refused is not None:
             self.services.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason="overloaded")
@@ -150,8 +154,9 @@ class Gateway:
             sent.append(asyncio.ensure_future(call()))
             return asyncio.shield(sent[-1])
 
-        def release(completed: bool) -> None:
-            queue.finish(units, time.monotonic(), completed)
+        def release(completed: bool, answer: Any = None) -> None:
+            done = computed(answer) if completed and computed is not None and answer is not None else None
+            queue.finish(units, time.monotonic(), completed, done)
             self.services.recorder.set("steadyrank_queued_work_units", queue.pending, model=model)
 
         try:
@@ -167,7 +172,7 @@ class Gateway:
                 work.cancel()
             release(False)
             raise
-        release(True)
+        release(True, out)
         return out
 
     async def model_facts(self, name: str) -> dict[str, Any]:
@@ -192,14 +197,16 @@ class Gateway:
         task.add_done_callback(self.background.discard)
 
 
-async def settle(work: asyncio.Future, release: Callable[[bool], None]) -> None:
+async def settle(work: asyncio.Future, release: Callable[[bool, Any], None]) -> None:
     """Await ``work``, a model call whose request already got its 504, then ``release`` its units
-    (``True``: the model computed them). Run detached (:meth:`Gateway.detach`): cancelled after
-    :data:`SIDE_CALL_TIMEOUT_S`, which cancels ``work`` and releases the units all the same."""
+    (``True`` and the answer: the model computed them). Run detached (:meth:`Gateway.detach`):
+    cancelled after :data:`SIDE_CALL_TIMEOUT_S`, which cancels ``work`` and releases the units all
+    the same."""
     try:
         await work
     finally:
-        release(work.done() and not work.cancelled() and work.exception() is None)
+        computed = work.done() and not work.cancelled() and work.exception() is None
+        release(computed, work.result() if computed else None)
 
 
 def declared_size(request: Request) -> int | None:

@@ -1,5 +1,5 @@
-"""The internal rerank and embedding paths every dialect's route ends in: limits first (counts,
-then sizes, before any per-document work), then the model call through the gateway."""
+"""The internal rerank, embedding and search paths the routes end in: limits first (counts, then
+sizes, before any per-document work), then the call through the gateway under work-based admission."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from starlette.requests import Request
 from steadyrank.serve.app import tracing
 from steadyrank.serve.app.errors import schema_error
 from steadyrank.serve.app.http.gateway import Gateway
-from steadyrank.serve.app.http.services import Services
-from steadyrank.serve.contracts import RerankOutcome
+from steadyrank.serve.app.http.services import Services, search_work
+from steadyrank.serve.contracts import RerankOutcome, SearchCall, SearchOutcome
 from steadyrank.serve.runtime.errors import EmptyInputError, InputTooLongError
 
 M = TypeVar("M", bound=BaseModel)
@@ -59,12 +59,13 @@ async def off_loop(fn: Callable[..., T], *args: Any) -> T:
 
 
 class Scoring:
-    """The rerank and embedding calls of the routes (one per ingress replica)."""
+    """The rerank, embedding and search calls of the routes (one per ingress replica)."""
 
     def __init__(self, services: Services, gateway: Gateway) -> None:
         self.services = services
         self.gateway = gateway
         self.limits = services.settings.limits
+        self.search_work = search_work(services.settings)
 
     async def rerank(self, request: Request, query: str, texts: list[str], top_n: int | None, model: str | None,
                      field: str = "documents") -> RerankOutcome:
@@ -97,3 +98,17 @@ class Scoring:
         with tracing.span("embedder.embed", texts=len(texts)):
             return await self.gateway.model_call(request, "embedder", len(texts), deadline,
                                                  lambda: embedder.embed.remote(texts, count_tokens, deadline=ends))
+
+    async def search(self, request: Request, call: SearchCall, deadline: float) -> SearchOutcome:
+        """The Searcher's ``search`` under the deadline, admitted as :attr:`search_work`; the units
+        it computed are the candidates it reranked (``meta.k``), or its one query embedding."""
+        work = self.search_work
+        searcher = self.services.searcher
+
+        def computed(out: SearchOutcome) -> int:
+            return out.meta.k if work.model == "reranker" else work.units
+
+        with tracing.span("searcher.search", mode=call.mode or ""):
+            return await self.gateway.model_call(request, work.model, work.units, deadline,
+                                                 lambda: searcher.search.remote(call),
+                                                 sized_by_body=False, computed=computed)

@@ -22,6 +22,26 @@ from steadyrank.serve.telemetry import Recorder
 MODELS = ("reranker", "embedder")
 
 
+@dataclass(frozen=True)
+class Work:
+    """What one request is admitted as: ``units`` of work at the model deployment ``model``."""
+
+    model: str
+    units: int
+
+
+def search_work(settings: Settings) -> Work:
+    """The model work a ``/v1/search`` is admitted as, known before its body is read: the primary
+    reranker's ``routing.k_low`` candidates (every search reranks at least these; an escalation to
+    up to ``k_high`` is counted in the rate when the search answers, from its ``meta.k``). When the
+    primary reranker scores from the index's stored vectors (a bi-encoder with the embedder's own
+    vectors, the embedded default) a search's only model work is its query's embedding: one unit
+    at the embedder."""
+    if settings.reranker_model.same_vectors(settings.embedder):
+        return Work("embedder", 1)
+    return Work("reranker", settings.routing_policy().k_low)
+
+
 @dataclass
 class Services:
     """The components the routes call, and what the app needs to know about them.

@@ -9,13 +9,13 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from steadyrank.serve.app import protocol, tracing
+from steadyrank.serve.app import protocol
 from steadyrank.serve.app.dialects import embeddings as embedding_dialect
 from steadyrank.serve.app.dialects.documents import document_text
 from steadyrank.serve.app.http.deps import AdmittedBody, Role, authorised, endpoint, scoring_post
 from steadyrank.serve.app.http.responses import JSON, errors
 from steadyrank.serve.app.http.scoring import check_count, check_query, off_loop, parse
-from steadyrank.serve.contracts import SearchCall, SearchOutcome
+from steadyrank.serve.contracts import SearchCall
 from steadyrank.serve.runtime.errors import InvalidInputError
 
 router = APIRouter()
@@ -53,9 +53,7 @@ async def search(request: Request, raw: AdmittedBody, role: Annotated[Role, Depe
         raise InvalidInputError(f"top_n: must be ≤ {limits.max_top_n}, got {body.top_n}")
     call = SearchCall(query=body.query, top_n=body.top_n, mode=body.mode, denoise=body.denoise,
                       return_documents=body.return_documents, deadline=time.time() + deadline)
-    searcher = app.services.searcher
-    with tracing.span("searcher.search", mode=body.mode or ""):
-        out: SearchOutcome = await app.gateway.call(deadline, lambda: searcher.search.remote(call))
+    out = await app.scoring.search(request, call, deadline)
     payload = protocol.SearchResponse.build(out, body.return_candidates).model_dump()
     payload["id"] = request.state.request_id
     evaluator = app.services.evaluator
