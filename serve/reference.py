@@ -232,9 +232,10 @@ def served_openapi(settings: Settings) -> dict[str, Any]:
     from steadyrank.serve.app.http import Services, create_app
     from steadyrank.serve.telemetry import MetricsStore, Recorder
 
+    never_called: Any = None  # building the schema calls no component
     services = Services(settings=settings, names=ServedNames.from_settings(settings),
                         recorder=Recorder(MetricsStore(), flush_interval_s=60),
-                        searcher=None, embedder=None, reranker=None, hub=None)
+                        searcher=never_called, embedder=never_called, reranker=never_called, hub=never_called)
     return create_app(services).openapi()
 
 

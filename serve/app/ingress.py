@@ -19,6 +19,7 @@ from steadyrank.serve.app.dialects.names import ServedNames
 from steadyrank.serve.app.health import replica_health_async
 from steadyrank.serve.app.http import Services, create_app
 from steadyrank.serve.app.http.context import configure_logging
+from steadyrank.serve.app.http.state import AppParts
 from steadyrank.serve.app.settings import Settings, load_settings
 from steadyrank.serve.telemetry import Recorder
 
@@ -65,6 +66,6 @@ class Ingress:
         replica's id and its scoring requests and shadow hand-offs still in flight; the caller
         polls until they reach zero, so chained calls (ingress → Searcher → Embedder, Retriever,
         Reranker) finish before the deployments they need are torn down."""
-        state = self.http_app.state
+        state: AppParts = self.http_app.state.parts
         state.gate.draining = True
         return {"replica": self.services.replica_id, "in_flight": state.gate.in_flight + len(state.gateway.background)}

@@ -275,10 +275,13 @@ class HealthResponse(ResponseModel):
     status: Literal["ok"]
 
 
+ReadyStatus = Literal["ready", "degraded", "draining", "not_ready"]
+
+
 class ReadyResponse(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    status: Literal["ready", "degraded", "draining", "not_ready"]
+    status: ReadyStatus
     checks: dict[str, Any]
 
 

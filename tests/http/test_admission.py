@@ -31,7 +31,7 @@ def busy(served: Served, pending: int, model: str = "reranker") -> None:
     queue.start(100, 1.0)
     queue.finish(100, 11.0)  # 10 documents/s
     queue.start(pending, 11.0)
-    served.app.state.gate.work[model] = queue
+    served.app.state.parts.gate.work[model] = queue
 
 
 class Body:
@@ -108,7 +108,7 @@ async def test_a_search_counts_the_candidates_it_reranked_in_the_rate() -> None:
     the reranker's finished work, not 50 (the rate would otherwise be 25 times too high), and its
     50 pending units leave the queue when it answers."""
     served = build(CROSS_ENCODER)
-    queue = served.app.state.gate.work["reranker"]
+    queue = served.app.state.parts.gate.work["reranker"]
     async with served.client() as c:
         for _ in range(3):  # the first answer ends start-up and is not counted
             assert (await c.post("/v1/search", json={"query": "q"})).status_code == 200
@@ -119,7 +119,7 @@ async def test_a_body_too_large_for_the_room_left_is_refused_before_it_is_read(s
     """20 s queued leaves room for 40 documents under 0.8 × 30 s: a 50 kB body, 100 documents at
     the 500 bytes per document of the requests seen, is refused unread."""
     busy(slow, 200)
-    slow.app.state.gate.work["reranker"].observe_body(50_000, 100)
+    slow.app.state.parts.gate.work["reranker"].observe_body(50_000, 100)
     r, read = await post(slow, "/v1/rerank", size=50_000)
     assert r.status_code == 503 and not read and r.headers["retry-after"] == "30"  # (200 + 100) / 10 s
 
@@ -128,7 +128,7 @@ async def test_the_in_flight_limit_counts_requests_whose_body_was_read(served) -
     served.reranker.behaviour.hold = asyncio.Event()
     async with served.client() as c:
         held = [asyncio.create_task(c.post("/v1/rerank", json={"query": "q", "documents": DOCS})) for _ in range(4)]
-        while served.app.state.gate.in_flight < 4:
+        while served.app.state.parts.gate.in_flight < 4:
             await asyncio.sleep(0.01)
         assert metric(served, "steadyrank_in_flight_requests") == 4
         assert metric(served, "steadyrank_queued_work_units", model="reranker") == 12
@@ -136,11 +136,11 @@ async def test_the_in_flight_limit_counts_requests_whose_body_was_read(served) -
         served.reranker.behaviour.hold.set()
         done = await asyncio.gather(*held)
     assert refused.status_code == 503 and "at capacity" in refused.json()["error"]["message"]
-    assert [r.status_code for r in done] == [200] * 4 and served.app.state.gate.in_flight == 0
+    assert [r.status_code for r in done] == [200] * 4 and served.app.state.parts.gate.in_flight == 0
 
 
 async def test_a_draining_server_refuses_new_work_with_retry_after(served) -> None:
-    served.app.state.gate.draining = True
+    served.app.state.parts.gate.draining = True
     async with served.client() as c:
         r = await c.post("/v1/rerank", json={"query": "q", "documents": DOCS})
         ready = await c.get("/readyz")
@@ -150,7 +150,7 @@ async def test_a_draining_server_refuses_new_work_with_retry_after(served) -> No
 
 async def test_overload_refusals_are_paced() -> None:
     served = build({"limits": {"refusals_per_s": 20, "max_in_flight": 1}})
-    served.app.state.gate.in_flight = 1  # full
+    served.app.state.parts.gate.in_flight = 1  # full
     loop = asyncio.get_running_loop()
     async with served.client() as c:
         started = loop.time()
@@ -191,7 +191,7 @@ async def test_a_call_on_a_dead_replica_is_retried_within_its_deadline(served, p
 # -- the work queue: an admitted request's units leave it exactly once, however it ends ---------------
 
 def held_units(served: Served) -> int:
-    return served.app.state.gate.work["reranker"].pending
+    return served.app.state.parts.gate.work["reranker"].pending
 
 
 @pytest.mark.parametrize("ending", ["deadline", "replica_error", "bug", "client_gone"])

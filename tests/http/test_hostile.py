@@ -142,7 +142,7 @@ async def test_a_hanging_mirror_is_dropped_after_its_timeout(served, monkeypatch
     monkeypatch.setattr(served.evaluator, "mirror", hang)
     async with served.client() as c:
         assert (await c.post("/v1/search", json={"query": "q"})).status_code == 200
-    background = served.app.state.gateway.background
+    background = served.app.state.parts.gateway.background
     assert len(background) == 1
     await asyncio.sleep(0.3)
     assert len(background) == 0

@@ -50,3 +50,25 @@ def test_optional_components_follow_the_settings() -> None:
     assert keys(full)[-1] == "evaluator" and full[-1].args[1:] == (Ref("searcher"), HUB, ("primary",))
     reranker = next(c for c in full if c.key == "reranker")
     assert reranker.ray_options(load_settings({}))["name"] == "Reranker"
+
+
+def _parameters(fn) -> list[tuple[str, object, object]]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values() if p.name != "self"]
+
+
+def test_every_handle_protocol_matches_its_deployment_class() -> None:
+    """Each method a handle Protocol (serve.app.handles) declares exists on the deployment class it
+    stands for, with the same parameters (names, kinds, defaults) as its ``remote``: the type checker
+    verifies the HTTP layer's calls against these Protocols, so they must not drift from the classes."""
+    import importlib
+
+    from steadyrank.serve.app import handles
+
+    for protocol, (module, name) in handles.DEPLOYMENT_OF.items():
+        cls = getattr(importlib.import_module(module), name).func_or_class  # under @serve.deployment
+        methods = {m: value for m, value in vars(protocol).items() if isinstance(value, property)}
+        assert methods, protocol
+        for method, prop in methods.items():
+            call_shape = vars(handles)[inspect.signature(prop.fget).return_annotation]  # e.g. _Rerank
+            assert inspect.iscoroutinefunction(getattr(cls, method)), (name, method)
+            assert _parameters(call_shape.remote) == _parameters(getattr(cls, method)), (name, method)

@@ -28,6 +28,7 @@ from steadyrank.serve.app.http.routers import cohere, health, native, quality
 from steadyrank.serve.app.http.routers import tei as tei_router
 from steadyrank.serve.app.http.scoring import Scoring
 from steadyrank.serve.app.http.services import Gate, Services
+from steadyrank.serve.app.http.state import AppParts, parts_of
 from steadyrank.serve.runtime.errors import (
     ErrorKind,
     MethodNotAllowedError,
@@ -40,8 +41,9 @@ logger = logging.getLogger("steadyrank.http")
 
 def create_app(services: Services) -> FastAPI:
     """The FastAPI application serving ``services`` (routes, middleware, error handlers, the OpenAPI
-    schema with the running limits). Its ``state`` holds ``services``, ``keys``, ``gate``
-    (admission), ``gateway``, ``scoring`` and the readiness cache ``ready``."""
+    schema with the running limits). Its ``state.parts`` (:class:`~serve.app.http.state.AppParts`)
+    holds ``services``, ``keys``, ``gate`` (admission), ``gateway``, ``scoring`` and the readiness
+    cache ``ready``."""
     settings = services.settings
     limits = settings.limits
     tracing.configure(settings.server.tracing)
@@ -50,12 +52,8 @@ def create_app(services: Services) -> FastAPI:
                   version="0.1.0", **_native_tracing_off())
     gate = Gate(pacer=RefusalPacer(limits.refusals_per_s, limits.refusal_max_wait_s), headroom=limits.admission_headroom)
     gateway = Gateway(services, gate)
-    app.state.services = services
-    app.state.keys = Keys.from_settings(settings.auth)
-    app.state.gate = gate
-    app.state.gateway = gateway
-    app.state.scoring = Scoring(services, gateway)
-    app.state.ready = health.ReadyCache()
+    app.state.parts = AppParts(services=services, keys=Keys.from_settings(settings.auth), gate=gate, gateway=gateway,
+                               scoring=Scoring(services, gateway), ready=health.ReadyCache())
     for router in (native.router, cohere.router, tei_router.router, health.router, quality.router):
         app.include_router(router)
     model_of = {"rerank": services.names.reranker[0], "rerank_v2": services.names.reranker[0],
@@ -87,7 +85,7 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SteadyrankError)
     async def domain(request: Request, exc: SteadyrankError) -> JSONResponse:
         if exc.kind is ErrorKind.OVERLOADED and getattr(request.state, "record", False):
-            wait = request.app.state.gate.pacer.wait(time.monotonic())
+            wait = parts_of(request).gate.pacer.wait(time.monotonic())
             if wait > 0:
                 await asyncio.sleep(wait)
         return render(exc, _request_id(request), getattr(request.state, "dialect", "native"))

@@ -29,6 +29,7 @@ from starlette.requests import Request
 from steadyrank.serve.app.http.gateway import declared_size
 from steadyrank.serve.app.http.responses import body_schema
 from steadyrank.serve.app.http.services import Work
+from steadyrank.serve.app.http.state import parts_of
 from steadyrank.serve.runtime.errors import (
     EmptyInputError,
     InputTooLongError,
@@ -83,7 +84,7 @@ class Keys:
 
 def authorised(request: Request) -> Role:
     """Dependency: the caller's role; 401 without a valid key (when keys are configured)."""
-    keys: Keys = request.app.state.keys
+    keys: Keys = parts_of(request).keys
     header = request.headers.get("authorization")
     role = keys.role(header)
     if role is None:
@@ -95,7 +96,7 @@ def authorised(request: Request) -> Role:
 
 def caller_role(request: Request) -> Role | None:
     """Dependency: the caller's role, or None (no 401: the route answers less instead)."""
-    return request.app.state.keys.role(request.headers.get("authorization"))
+    return parts_of(request).keys.role(request.headers.get("authorization"))
 
 
 def endpoint(name: str, dialect: str = "native", record: bool = True) -> Callable[[Request], None]:
@@ -111,7 +112,7 @@ def endpoint(name: str, dialect: str = "native", record: bool = True) -> Callabl
 
 def refusal(request: Request, name: str) -> tuple[str, SteadyrankError] | None:
     """Why a new scoring request is refused before its body is read (drop reason, error), or None."""
-    app = request.app.state
+    app = parts_of(request)
     gate, gateway, limits = app.gate, app.gateway, app.services.settings.limits
     if gate.draining:
         return "shutting_down", UnavailableError("server shutting down: not taking new requests",
@@ -133,7 +134,7 @@ def refusal(request: Request, name: str) -> tuple[str, SteadyrankError] | None:
 def work_before_body(request: Request, name: str) -> Work | None:
     """The work the scoring endpoint ``name`` will be admitted as, estimated before its body is read
     (None: not known from the headers)."""
-    app = request.app.state
+    app = parts_of(request)
     if name == "search":
         return app.scoring.search_work
     model = MODEL_OF_ENDPOINT.get(name)
@@ -170,7 +171,7 @@ async def admitted_body(request: Request) -> AsyncIterator[bytes]:
     module docstring, with an in-flight slot held until the handler returns. The route's name comes
     from its ``endpoint`` dependency, which FastAPI solves first (a route's own ``dependencies``
     precede its parameters')."""
-    app = request.app.state
+    app = parts_of(request)
     gate, limits, recorder = app.gate, app.services.settings.limits, app.services.recorder
 
     def drop(refused: tuple[str, SteadyrankError]) -> NoReturn:

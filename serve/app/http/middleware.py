@@ -49,7 +49,7 @@ class RequestContext:
         token = current_request_id.set(request_id)
         status: list[int] = []
 
-        echoed = scope["app"].state.services.echoes_request_id
+        echoed = scope["app"].state.parts.services.echoes_request_id
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -80,7 +80,7 @@ class RequestContext:
         name = state.get("endpoint")
         if name is None or not state.get("record"):
             return
-        services = scope["app"].state.services
+        services = scope["app"].state.parts.services
         model = self.model_of.get(name, "")
         services.recorder.inc("steadyrank_requests_total", endpoint=name, code=str(code), model=model)
         services.recorder.observe("steadyrank_request_duration_seconds", seconds, endpoint=name, model=model)

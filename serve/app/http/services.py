@@ -4,7 +4,7 @@
 ``Services`` holds the components behind the routes as handles with a Ray Serve
 ``DeploymentHandle``'s call shape (``handle.method.remote(...)`` → awaitable): real handles in the
 split layout, :class:`~serve.app.colocated.LocalHandle` in the colocated one, plain fakes in the
-in-process tests (tests/http)."""
+in-process tests (tests/http); each typed by its component's Protocol (:mod:`serve.app.handles`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,13 @@ from typing import Any
 from steadyrank.serve.app.admission import RefusalPacer, WorkQueue
 from steadyrank.serve.app.dialects.documents import TokenCutter
 from steadyrank.serve.app.dialects.names import ServedNames
+from steadyrank.serve.app.handles import (
+    EmbedderHandle,
+    EvaluatorHandle,
+    MetricsHubHandle,
+    RerankerHandle,
+    SearcherHandle,
+)
 from steadyrank.serve.app.settings import Settings
 from steadyrank.serve.telemetry import Recorder
 
@@ -55,22 +62,20 @@ class Services:
     settings: Settings
     names: ServedNames
     recorder: Recorder
-    searcher: Any
-    embedder: Any
-    reranker: Any
-    hub: Any
-    evaluator: Any = None
+    searcher: SearcherHandle
+    embedder: EmbedderHandle
+    reranker: RerankerHandle
+    hub: MetricsHubHandle
+    evaluator: EvaluatorHandle | None = None
     health: Callable[[], Awaitable[Any]] | None = None
     replica_id: str = "local"
     echoes_request_id: bool = False
-    reranker_tokens: TokenCutter | None = None
-    embedder_tokens: TokenCutter | None = None
+    reranker_tokens: TokenCutter = field(init=False)
+    embedder_tokens: TokenCutter = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.reranker_tokens is None:
-            self.reranker_tokens = TokenCutter(self.settings.reranker_model)
-        if self.embedder_tokens is None:
-            self.embedder_tokens = TokenCutter(self.settings.embedder)
+        self.reranker_tokens = TokenCutter(self.settings.reranker_model)
+        self.embedder_tokens = TokenCutter(self.settings.embedder)
 
 
 @dataclass

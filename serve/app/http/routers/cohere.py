@@ -9,6 +9,7 @@ from steadyrank.serve.app.dialects import cohere
 from steadyrank.serve.app.http.deps import AdmittedBody, scoring_post
 from steadyrank.serve.app.http.responses import JSON, errors
 from steadyrank.serve.app.http.scoring import check_count, check_query, check_sizes, off_loop, parse
+from steadyrank.serve.app.http.state import parts_of
 
 router = APIRouter()
 
@@ -18,7 +19,7 @@ router = APIRouter()
 async def rerank_v2(request: Request, raw: AdmittedBody) -> Response:
     """Cohere v2 rerank. Every limit is checked before ``max_tokens_per_doc`` tokenises a document;
     the tokenising runs off the event loop."""
-    app = request.app.state
+    app = parts_of(request)
     limits = app.services.settings.limits
     body = parse(raw, cohere.RerankV2Request)
     texts, cut = list(body.documents), []

@@ -22,6 +22,7 @@ from steadyrank.serve.app import protocol
 from steadyrank.serve.app.http.deps import Role, authorised, caller_role, endpoint
 from steadyrank.serve.app.http.gateway import SIDE_CALL_TIMEOUT_S, root_cause
 from steadyrank.serve.app.http.responses import JSON
+from steadyrank.serve.app.http.state import parts_of
 from steadyrank.serve.app.retry import replica_lost
 
 logger = logging.getLogger("steadyrank.http")
@@ -41,11 +42,11 @@ class ReadyCache:
     """The last readiness answer ``(status, checks, code)`` and when it was made."""
 
     def __init__(self) -> None:
-        self.answer: tuple[str, dict[str, Any], int] | None = None
+        self.answer: tuple[protocol.ReadyStatus, dict[str, Any], int] | None = None
         self.at = 0.0
         self.lock = asyncio.Lock()
 
-    async def get(self, request: Request) -> tuple[str, dict[str, Any], int]:
+    async def get(self, request: Request) -> tuple[protocol.ReadyStatus, dict[str, Any], int]:
         async with self.lock:  # concurrent probes wait for the one fan-out in progress
             if self.answer is None or time.monotonic() - self.at > READY_CACHE_S:
                 self.answer = await _readiness(request)
@@ -53,8 +54,8 @@ class ReadyCache:
             return self.answer
 
 
-async def _readiness(request: Request) -> tuple[str, dict[str, Any], int]:
-    services = request.app.state.services
+async def _readiness(request: Request) -> tuple[protocol.ReadyStatus, dict[str, Any], int]:
+    services = parts_of(request).services
     health = None
     if services.health is not None:
         try:
@@ -82,16 +83,16 @@ async def _readiness(request: Request) -> tuple[str, dict[str, Any], int]:
 async def readyz(request: Request, role: Annotated[Role | None, Depends(caller_role)]) -> Response:
     """Ready: models loaded, index loaded, metrics hub reachable (503 otherwise); see the module
     docstring for degraded and draining. The checks only for a caller with a valid key."""
-    if request.app.state.gate.draining:
+    if parts_of(request).gate.draining:
         status, checks, code = "draining", {"draining": True}, 503
     else:
-        status, checks, code = await request.app.state.ready.get(request)
+        status, checks, code = await parts_of(request).ready.get(request)
     return JSON(protocol.ReadyResponse(status=status, checks=checks if role is not None else {}).model_dump(),
                 status_code=code)
 
 
 def _protect(request: Request) -> None:
-    if request.app.state.services.settings.auth.protect_metrics:
+    if parts_of(request).services.settings.auth.protect_metrics:
         authorised(request)
 
 
@@ -99,6 +100,6 @@ def _protect(request: Request) -> None:
             dependencies=[Depends(endpoint("metrics", record=False)), Depends(_protect)])
 async def metrics(request: Request) -> Response:
     """Prometheus text exposition of every replica's metrics (through the metrics hub)."""
-    hub = request.app.state.services.hub
-    body = await request.app.state.gateway.call(SIDE_CALL_TIMEOUT_S, lambda: hub.render.remote())
+    hub = parts_of(request).services.hub
+    body = await parts_of(request).gateway.call(SIDE_CALL_TIMEOUT_S, lambda: hub.render.remote())
     return Response(content=body, media_type=PROMETHEUS_CONTENT_TYPE)

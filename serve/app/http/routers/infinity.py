@@ -9,10 +9,11 @@ from fastapi.responses import Response
 from steadyrank.serve.app.dialects import infinity
 from steadyrank.serve.app.http.responses import JSON
 from steadyrank.serve.app.http.scoring import parse
+from steadyrank.serve.app.http.state import parts_of
 
 
 async def rerank(request: Request, raw: bytes) -> Response:
     body = parse(raw, infinity.InfinityRerankRequest)
-    out = await request.app.state.scoring.rerank(request, body.query, body.documents, body.top_n, body.model)
+    out = await parts_of(request).scoring.rerank(request, body.query, body.documents, body.top_n, body.model)
     response = infinity.rerank_response(out, body.documents, body.top_n, body.return_documents)
     return JSON({**response, "id": request.state.request_id})

@@ -15,6 +15,7 @@ from steadyrank.serve.app.dialects.documents import document_text
 from steadyrank.serve.app.http.deps import AdmittedBody, Role, authorised, endpoint, scoring_post
 from steadyrank.serve.app.http.responses import JSON, errors
 from steadyrank.serve.app.http.scoring import check_count, check_query, off_loop, parse
+from steadyrank.serve.app.http.state import parts_of
 from steadyrank.serve.contracts import SearchCall
 from steadyrank.serve.runtime.errors import InvalidInputError
 
@@ -29,11 +30,11 @@ def _texts(documents: list[Any], rank_fields: list[str] | None) -> list[str]:
               errors(400, 401, 404, 408, 413, 422, 503, 504))
 async def rerank(request: Request, raw: AdmittedBody) -> Response:
     """Cohere/Jina-shaped rerank. Results by score descending, ties by input index."""
-    app = request.app.state
+    app = parts_of(request)
     body = parse(raw, protocol.RerankRequest)
     check_count(body.documents, "documents", app.services.settings.limits.max_documents)  # before any rendering
-    texts = body.documents if all(isinstance(d, str) for d in body.documents) else \
-        await off_loop(_texts, body.documents, body.rank_fields)
+    strings = [d for d in body.documents if isinstance(d, str)]
+    texts = strings if len(strings) == len(body.documents) else await off_loop(_texts, body.documents, body.rank_fields)
     out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model)
     response = protocol.RerankResponse.build(out, body.documents, body.top_n, bool(body.return_documents)).model_dump()
     return JSON({**response, "id": request.state.request_id})
@@ -44,7 +45,7 @@ async def rerank(request: Request, raw: AdmittedBody) -> Response:
 async def search(request: Request, raw: AdmittedBody, role: Annotated[Role, Depends(authorised)]) -> Response:
     """Retrieve (dense, BM25 or hybrid), rerank with dynamic K, return the top ``top_n``."""
     started = time.perf_counter()
-    app = request.app.state
+    app = parts_of(request)
     limits = app.services.settings.limits
     body = parse(raw, protocol.SearchRequest)
     deadline = app.gateway.deadline(request)
@@ -71,7 +72,7 @@ async def search(request: Request, raw: AdmittedBody, role: Annotated[Role, Depe
               errors(400, 401, 404, 408, 413, 422, 503, 504))
 async def embeddings(request: Request, raw: AdmittedBody) -> Response:
     """OpenAI-shaped embeddings (L2-normalised; FP32-normalised under HPS)."""
-    app = request.app.state
+    app = parts_of(request)
     body = parse(raw, protocol.EmbeddingRequest)
     app.gateway.deadline(request)  # a bad X-Request-Timeout is refused before any work
     texts = body.texts()
@@ -89,7 +90,7 @@ async def embeddings(request: Request, raw: AdmittedBody) -> Response:
             dependencies=[Depends(endpoint("models", record=False)), Depends(authorised)])
 async def models(request: Request) -> Response:
     """The served models (OpenAI-shaped list)."""
-    app = request.app.state
+    app = parts_of(request)
     names = app.services.names
     embedder = await app.gateway.model_facts("embedder")
     reranker = await app.gateway.model_facts("reranker")

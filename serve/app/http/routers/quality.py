@@ -7,13 +7,14 @@ from fastapi.responses import Response
 
 from steadyrank.serve.app.http.deps import authorised, endpoint
 from steadyrank.serve.app.http.responses import JSON, errors
+from steadyrank.serve.app.http.state import parts_of
 from steadyrank.serve.runtime.errors import NotFoundError
 
 router = APIRouter()
 
 
 async def _report(request: Request, method: str) -> Response:
-    app = request.app.state
+    app = parts_of(request)
     evaluator = app.services.evaluator
     if evaluator is None:
         raise NotFoundError("the shadow evaluator is off (quality.enabled: false)")

@@ -13,6 +13,7 @@ from steadyrank.serve.app.http.deps import AdmittedBody, scoring_post
 from steadyrank.serve.app.http.responses import JSON, errors
 from steadyrank.serve.app.http.routers import infinity as infinity_router
 from steadyrank.serve.app.http.scoring import off_loop, parse
+from steadyrank.serve.app.http.state import parts_of
 
 router = APIRouter()
 
@@ -37,7 +38,7 @@ async def rerank(request: Request, raw: AdmittedBody) -> Response:
     if _sniff(raw) == "infinity":
         return await infinity_router.rerank(request, raw)
     request.state.dialect = "tei"
-    app = request.app.state
+    app = parts_of(request)
     body = parse(raw, tei.TeiRerankRequest)
     tei.check_direction(body.truncation_direction, app.services.settings.reranker_model.truncation_side)
     out = await app.scoring.rerank(request, body.query, body.texts, None, None, field="texts")
@@ -50,7 +51,7 @@ async def rerank(request: Request, raw: AdmittedBody) -> Response:
               {code: {"model": tei.TeiError} for code in (400, 401, 408, 413, 422, 503, 504)}, tags="dialects", dialect="tei")
 async def embed(request: Request, raw: AdmittedBody) -> Response:
     """TEI embed: ``{inputs}`` → ``[[float]]`` (L2-normalised)."""
-    app = request.app.state
+    app = parts_of(request)
     body = parse(raw, tei.TeiEmbedRequest)
     tei.check_direction(body.truncation_direction, app.services.settings.embedder.truncation_side)
     texts = body.texts()
