@@ -52,6 +52,11 @@ class Batch:
         if self.valid is None:
             self.valid = np.isfinite(self.scores)
 
+    @property
+    def valid_mask(self) -> np.ndarray:
+        """``valid`` as set by construction (derived from the scores when it was omitted)."""
+        return np.isfinite(self.scores) if self.valid is None else self.valid
+
     def padded_to(self, width: int) -> Batch:
         """The same batch with at least ``width`` columns."""
         extra = width - self.scores.shape[1]
@@ -64,7 +69,7 @@ class Batch:
         rank = None if self.docid_rank is None else pad(self.docid_rank, np.iinfo(np.int64).max)
         rubric = pad(self.rubric, 0)
         return Batch(pad(self.scores, -np.inf), pad(self.grades, 0), rubric, self.judged, self.judged_rubric,
-                     rank, pad(self.valid, False))
+                     rank, pad(self.valid_mask, False))
 
 
 class ItemContext:
@@ -84,10 +89,10 @@ class ItemContext:
         if batch.rubric is not batch.grades:
             nonzero |= batch.rubric >= 3
         if rel_level <= 0:
-            nonzero |= (batch.grades >= rel_level) & batch.valid
+            nonzero |= (batch.grades >= rel_level) & batch.valid_mask
         self.nonzero_mask = nonzero
         self.nonzero_cols = compact_columns(nonzero)
-        self.grid = GradeGrid(batch.grades, batch.rubric, batch.valid)
+        self.grid = GradeGrid(batch.grades, batch.rubric, batch.valid_mask)
 
     def value(self, transform: Transform) -> ItemValue:
         """An ad-hoc lazy item value of this batch."""

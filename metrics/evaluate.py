@@ -210,6 +210,8 @@ def evaluate_arrays(
     tie-oblivious value uses the input order.
     """
     parsed = parse_measures(list(measures))
+    n_queries: int
+    width: int
     n_queries, width = scores.shape
     if grades.shape != scores.shape or judged.shape[0] != n_queries:
         raise ValueError(f"shape mismatch: scores {scores.shape}, grades {grades.shape}, judged {judged.shape}")

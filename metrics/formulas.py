@@ -14,6 +14,7 @@ items before G.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from steadyrank.metrics.layout import Layout
 from steadyrank.metrics.values import ItemValue, gather
@@ -42,10 +43,12 @@ def expected_reciprocal_rank(layout: Layout, relevant: ItemValue) -> np.ndarray:
     ``E = Σ_{t=0}^{u} 1/(c+t+1) · [C(m−r,t)/C(m,t)] · r/(m−t)``, ``u = min(m−1, k−c−1)``; 0 if k ≤ c.
     The bracket is the chance that the t items ranked first in G are all non-relevant.
     """
+    n_queries: int
+    kmax: int
     n_queries, kmax = layout.ranked.shape
     group_relevant = layout.group_sums(relevant)
     has_relevant = group_relevant > 0
-    found = has_relevant.any(axis=1)
+    found: npt.NDArray[np.bool_] = np.any(has_relevant, axis=1)
     first = np.argmax(has_relevant, axis=1)[:, None]
     c = gather(layout.start, first)
     m = gather(layout.size, first)
@@ -53,7 +56,7 @@ def expected_reciprocal_rank(layout: Layout, relevant: ItemValue) -> np.ndarray:
 
     offsets = np.arange(kmax)[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
-        step = np.clip((m - r - offsets) / (m - offsets), 0.0, None)
+        step = np.maximum((m - r - offsets) / (m - offsets), 0.0)
         none_before = np.ones((n_queries, kmax))
         none_before[:, 1:] = np.cumprod(step[:, :-1], axis=1)
         first_here = np.where(offsets < m, none_before * r / (m - offsets), 0.0)
@@ -61,7 +64,7 @@ def expected_reciprocal_rank(layout: Layout, relevant: ItemValue) -> np.ndarray:
 
     cutoffs = offsets + 1
     last_offset = np.minimum(m - 1, cutoffs - c - 1).astype(np.int64)
-    value = gather(cumulative, np.clip(last_offset, 0, kmax - 1))
+    value = gather(cumulative, np.minimum(np.maximum(last_offset, 0), kmax - 1))
     return np.where(found[:, None] & (cutoffs > c), value, 0.0)
 
 
@@ -72,7 +75,7 @@ def expected_average_precision(layout: Layout, relevant: ItemValue, n_relevant: 
     of relevant items up to it is ``R_before + 1 + t·(r−1)/(m−1)``, so
     ``E = (1/N+) Σ_n Σ_{t<t_n} (r/m) · (R_before + 1 + t·(r−1)/(m−1)) / (c+t+1)``.
     """
-    kmax = layout.ranked.shape[1]
+    kmax: int = layout.ranked.shape[1]
     positions = np.arange(kmax)[None, :]
     r = layout.group_sums(relevant)
     m = layout.size
@@ -109,7 +112,7 @@ def expected_err(layout: Layout, stop_probability: ItemValue, classes: list[tupl
     ``e_j = Σ_l a_l C(n0, j−l)`` where ``a_l`` are the coefficients of
     ``Π_c (1 + (1−R_c) z)^{n_c − [c = class of x]}`` (a short polynomial: the relevant items in G).
     """
-    kmax = layout.ranked.shape[1]
+    kmax: int = layout.ranked.shape[1]
     positions = np.arange(kmax)[None, :]
     before = np.exp(layout.sum_before_group(stop_probability.map(lambda r: np.log1p(-r))))
     counts = [layout.group_sums(indicator) for _, indicator in classes]

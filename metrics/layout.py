@@ -32,12 +32,12 @@ def smallest_sorted(keys: np.ndarray, k: int) -> np.ndarray:
 
     O(W + k log k) per row: ``argpartition`` then a sort of the k selected keys.
     """
-    width = keys.shape[1]
+    width: int = keys.shape[1]
     k = min(k, width)
     if k < width:
         part = np.argpartition(keys, k - 1, axis=1)[:, :k]
     else:
-        part = np.broadcast_to(np.arange(width), keys.shape).copy()
+        part = np.tile(np.arange(width), (keys.shape[0], 1))
     order = np.argsort(gather(keys, part), axis=1, kind="stable")
     return gather(part, order)
 
@@ -56,13 +56,13 @@ class PartialSort:
 
     @classmethod
     def of(cls, scores: np.ndarray, kmax: int) -> PartialSort:
-        width = scores.shape[1]
+        width: int = scores.shape[1]
         if width < kmax:
             raise ValueError(f"batch width {width} is below the largest cutoff {kmax}")
         if kmax < width:
             top = np.argpartition(scores, width - kmax, axis=1)[:, width - kmax :]
         else:
-            top = np.broadcast_to(np.arange(width), scores.shape).copy()
+            top = np.tile(np.arange(width), (scores.shape[0], 1))
         top_scores = gather(scores, top)
         kth = top_scores.min(axis=1)
         inner = top_scores > kth[:, None]
@@ -153,14 +153,15 @@ class Layout:
     @classmethod
     def fixed(cls, ranked: np.ndarray) -> Layout:
         """A fixed order: every position is its own group."""
-        positions = np.broadcast_to(np.arange(ranked.shape[1]), ranked.shape)
+        kmax: int = ranked.shape[1]
+        positions = np.broadcast_to(np.arange(kmax), ranked.shape)
         return cls(ranked, positions, positions + 1, np.ones(ranked.shape))
 
     @classmethod
     def tied(cls, partial: PartialSort, ranked: np.ndarray) -> Layout:
         """The tie groups of ``ranked`` (which must be sorted by score descending)."""
         sorted_scores = gather(partial.scores, ranked)
-        kmax = ranked.shape[1]
+        kmax: int = ranked.shape[1]
         positions = np.broadcast_to(np.arange(kmax), ranked.shape)
         new_group = np.ones(ranked.shape, dtype=bool)
         new_group[:, 1:] = sorted_scores[:, 1:] != sorted_scores[:, :-1]

@@ -63,7 +63,7 @@ class MetricDefinition:
 
 
 def _positive(grades: np.ndarray) -> np.ndarray:
-    return np.clip(grades, 0, None)
+    return np.maximum(grades, 0)
 
 
 def _cutoffs(kmax: int) -> np.ndarray:
@@ -123,7 +123,7 @@ def rarity_ideal(items: ItemContext, kmax: int) -> np.ndarray:
         ks = _cutoffs(kmax)
         total, taken = np.zeros((w.shape[0], kmax)), np.zeros((w.shape[0], kmax))
         for j in range(len(grades)):
-            take = np.clip(ks - taken, 0, n[:, j : j + 1])
+            take = np.minimum(np.maximum(ks - taken, 0), n[:, j : j + 1])
             total += take * w[:, j : j + 1]
             taken += take
         return total
@@ -135,7 +135,7 @@ def ideal_dcg(items: ItemContext, exponential: bool, kmax: int) -> np.ndarray:
     """IDCG@k for k = 1..K from every judged grade of the query (gain g or 2^g − 1): (Q, K)."""
 
     def compute() -> np.ndarray:
-        judged = np.nan_to_num(np.clip(items.batch.judged, 0, None), nan=0.0)
+        judged = np.nan_to_num(np.maximum(items.batch.judged, 0), nan=0.0)
         gains = 2.0**judged - 1 if exponential else judged
         best = np.zeros((gains.shape[0], kmax))
         if gains.shape[1]:

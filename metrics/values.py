@@ -20,6 +20,8 @@ def gather(array: np.ndarray, cols: np.ndarray) -> np.ndarray:
 
     Implemented as one flat ``np.take``, several times faster than 2-D fancy indexing.
     """
+    n_rows: int
+    width: int
     n_rows, width = array.shape
     return np.take(array, cols + (np.arange(n_rows) * width)[:, None])
 

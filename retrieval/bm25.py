@@ -10,21 +10,72 @@ by slot ascending (insertion order), so results are deterministic.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
-import bm25s
 import numpy as np
-import scipy.sparse as sp
-import Stemmer
-from bm25s import scoring
-from bm25s.tokenization import Tokenized, Tokenizer
+
+# bm25s, SciPy and PyStemmer ship no type stubs: they are imported as untyped modules (a dynamic
+# boundary) and used only through the typed protocols and declarations below.
+_bm25s: Any = importlib.import_module("bm25s")
+_sparse: Any = importlib.import_module("scipy.sparse")
+_stemmer: Any = importlib.import_module("Stemmer")
+_scoring: Any = importlib.import_module("bm25s.scoring")
+_tokenization: Any = importlib.import_module("bm25s.tokenization")
 
 BM25_METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+
+
+class Tokenized(Protocol):
+    """bm25s's ``Tokenized`` named tuple: the token ids of each text and the vocabulary (term → id)."""
+
+    @property
+    def ids(self) -> list[list[int]]: ...
+
+    @property
+    def vocab(self) -> dict[str, int]: ...
+
+
+class Tokenizer(Protocol):
+    """The part of bm25s's ``Tokenizer`` used here."""
+
+    def tokenize(self, texts: list[str], *, update_vocab: bool | str = ..., return_as: str = ...,
+                 show_progress: bool = ...) -> object: ...
+
+    def save_vocab(self, save_dir: str) -> object: ...
+
+    def load_vocab(self, save_dir: str) -> object: ...
+
+
+class _Retriever(Protocol):
+    """The part of bm25s's ``BM25`` used here."""
+
+    scores: dict[str, np.ndarray | int]  # the CSC arrays of the index and "num_docs"
+
+    def index(self, corpus: Tokenized, *, show_progress: bool = ...) -> object: ...
+
+    def save(self, save_dir: str, *, show_progress: bool = ...) -> object: ...
+
+    def get_scores(self, query_tokens_single: list[int]) -> np.ndarray: ...
+
+
+class _SparseColumns(Protocol):
+    """A SciPy ``csc_matrix``'s arrays."""
+
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+
+
+def _stemmer_algorithms() -> list[str]:
+    """PyStemmer's algorithm names."""
+    algorithms: list[str] = _stemmer.algorithms()
+    return algorithms
 
 
 @dataclass(frozen=True)
@@ -47,8 +98,8 @@ class Bm25Settings:
     def __post_init__(self) -> None:
         if self.method not in BM25_METHODS:
             raise ValueError(f"unknown BM25 method {self.method!r}; choose one of {', '.join(BM25_METHODS)}")
-        if self.stemmer is not None and self.stemmer not in Stemmer.algorithms():
-            raise ValueError(f"unknown stemmer {self.stemmer!r}; PyStemmer has {', '.join(Stemmer.algorithms())}")
+        if self.stemmer is not None and self.stemmer not in _stemmer_algorithms():
+            raise ValueError(f"unknown stemmer {self.stemmer!r}; PyStemmer has {', '.join(_stemmer_algorithms())}")
 
     def to_json(self) -> dict[str, Any]:
         """Plain dict for the manifest."""
@@ -56,8 +107,10 @@ class Bm25Settings:
 
     def tokenizer(self) -> Tokenizer:
         """A fresh bm25s tokenizer with these settings (empty vocabulary)."""
-        stem = Stemmer.Stemmer(self.stemmer).stemWord if self.stemmer else None
-        return Tokenizer(lower=self.lower, splitter=self.token_pattern, stopwords=self.stopwords or [], stemmer=stem)
+        stem: Callable[[str], str] | None = _stemmer.Stemmer(self.stemmer).stemWord if self.stemmer else None
+        tokenizer: Tokenizer = _tokenization.Tokenizer(lower=self.lower, splitter=self.token_pattern,
+                                                       stopwords=self.stopwords or [], stemmer=stem)
+        return tokenizer
 
 
 @dataclass(frozen=True)
@@ -116,49 +169,66 @@ class Bm25Stats:
 def _tokenized(tokenizer: Tokenizer, texts: list[str]) -> Tokenized:
     """``texts`` as token ids and the vocabulary (bm25s's ``return_as="tuple"``)."""
     tokens = tokenizer.tokenize(texts, return_as="tuple", show_progress=False)
-    if not isinstance(tokens, Tokenized):
+    if not isinstance(tokens, _tokenization.Tokenized):
         raise TypeError(f"bm25s tokenize(return_as='tuple') returned {type(tokens).__name__}, not Tokenized")
-    return tokens
+    return cast(Tokenized, tokens)  # bm25s's Tokenized, checked just above
 
 
-class _CorpusStatsBM25(bm25s.BM25):
+class _CorpusStatsBM25(_bm25s.BM25):
     """bm25s's eager index, scored with given corpus statistics instead of those of the documents
     it holds (``build_index_from_ids`` is bm25s's documented override point). Per (term, document)
     the stored score is computed by bm25s's own ``scoring`` functions with global N, df and avgdl,
     so it is bit-for-bit the score an index over the whole corpus stores."""
 
+    # set by bm25s.BM25.__init__ and build_index_from_ids (untyped), declared with the values they take there
+    k1: float
+    b: float
+    delta: float
+    method: str
+    idf_method: str
+    dtype: str
+    int_dtype: str
+    methods_requiring_nonoccurrence: tuple[str, ...]
+    nonoccurrence_array: np.ndarray | None
+
     def __init__(self, stats: Bm25Stats, vocab: dict[str, int], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        _bm25s.BM25.__init__(self, **kwargs)  # super().__init__, named: the base class is untyped
         self._stats = stats
         self._terms = {i: term for term, i in vocab.items()}
 
     def build_index_from_ids(self, unique_token_ids: list[int], corpus_token_ids: list[list[int]],
                              show_progress: bool = True, leave_progress: bool = False) -> dict[str, Any]:
-        local = scoring._calculate_doc_freqs(corpus_token_ids, unique_token_ids, show_progress=False)
+        local: dict[int, int] = _scoring._calculate_doc_freqs(corpus_token_ids, unique_token_ids, show_progress=False)
         corpus_df = {i: self._stats.doc_freqs.get(self._terms[i], 0) for i in local}
-        idf_fn = scoring._select_idf_scorer(self.idf_method)
+        idf_fn: Callable[..., float] = _scoring._select_idf_scorer(self.idf_method)
         avg = self._stats.avg_length
         self.nonoccurrence_array = None
         if self.method in self.methods_requiring_nonoccurrence:
-            self.nonoccurrence_array = scoring._build_nonoccurrence_array(
+            tfc_fn: Callable[..., np.ndarray] = _scoring._select_tfc_scorer(self.method)
+            self.nonoccurrence_array = _scoring._build_nonoccurrence_array(
                 doc_frequencies=corpus_df, n_docs=self._stats.n_docs, compute_idf_fn=idf_fn,
-                calculate_tfc_fn=scoring._select_tfc_scorer(self.method), l_d=avg, l_avg=avg,
+                calculate_tfc_fn=tfc_fn, l_d=avg, l_avg=avg,
                 k1=self.k1, b=self.b, delta=self.delta, dtype=self.dtype,
             )
-        idf = scoring._build_idf_array(corpus_df, n_docs=self._stats.n_docs, compute_idf_fn=idf_fn, dtype=self.dtype)
-        values, rows, cols = scoring._build_scores_and_indices_for_matrix(
+        idf: np.ndarray = _scoring._build_idf_array(corpus_df, n_docs=self._stats.n_docs, compute_idf_fn=idf_fn,
+                                                    dtype=self.dtype)
+        values: np.ndarray
+        rows: np.ndarray
+        cols: np.ndarray
+        values, rows, cols = _scoring._build_scores_and_indices_for_matrix(
             corpus_token_ids=corpus_token_ids, idf_array=idf, avg_doc_len=avg, doc_frequencies=local,
             k1=self.k1, b=self.b, delta=self.delta, nonoccurrence_array=self.nonoccurrence_array,
             method=self.method, dtype=self.dtype, int_dtype=self.int_dtype, show_progress=False,
         )
-        matrix = sp.csc_matrix((values, (rows, cols)), shape=(len(corpus_token_ids), len(unique_token_ids)), dtype=self.dtype)
+        matrix: _SparseColumns = _sparse.csc_matrix((values, (rows, cols)), shape=(len(corpus_token_ids), len(unique_token_ids)),
+                                                    dtype=self.dtype)
         return {"data": matrix.data, "indices": matrix.indices, "indptr": matrix.indptr, "num_docs": len(corpus_token_ids)}
 
 
 class Bm25Index:
     """A bm25s index over some slots: row ``i`` of the index is slot ``slots[i]`` of the store."""
 
-    def __init__(self, retriever: bm25s.BM25 | None, tokenizer: Tokenizer, slots: np.ndarray) -> None:
+    def __init__(self, retriever: _Retriever | None, tokenizer: Tokenizer, slots: np.ndarray) -> None:
         self._retriever = retriever
         self._tokenizer = tokenizer
         self.slots = slots
@@ -174,7 +244,7 @@ class Bm25Index:
             return cls(None, tokenizer, np.zeros(0, dtype=np.int64))
         tokens = _tokenized(tokenizer, texts)
         options: dict[str, Any] = {"k1": settings.k1, "b": settings.b, "method": settings.method}
-        retriever = bm25s.BM25(**options) if stats is None else _CorpusStatsBM25(stats, tokens.vocab, **options)
+        retriever: _Retriever = _bm25s.BM25(**options) if stats is None else _CorpusStatsBM25(stats, tokens.vocab, **options)
         retriever.index(tokens, show_progress=False)
         return cls(retriever, tokenizer, np.asarray(slots, dtype=np.int64))
 
@@ -189,7 +259,7 @@ class Bm25Index:
     @classmethod
     def load(cls, directory: Path, settings: Bm25Settings) -> Bm25Index:
         """Read an index written by :meth:`save`."""
-        retriever = bm25s.BM25.load(str(directory), show_progress=False)
+        retriever: _Retriever = _bm25s.BM25.load(str(directory), show_progress=False)
         tokenizer = settings.tokenizer()
         tokenizer.load_vocab(str(directory))
         n = int(retriever.scores["num_docs"])
@@ -202,7 +272,8 @@ class Bm25Index:
         ids = self._tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)
         if not isinstance(ids, list):
             raise TypeError(f"bm25s tokenize(return_as='ids') returned {type(ids).__name__}, not a list")
-        scores = np.asarray(self._retriever.get_scores(ids[0]), dtype=np.float32)
+        query_ids = cast("list[list[int]]", ids)[0]  # return_as="ids": one list of token ids per text
+        scores = np.asarray(self._retriever.get_scores(query_ids), dtype=np.float32)
         positive = int(np.count_nonzero(scores > 0))
         k = min(k, positive)
         if k == 0:

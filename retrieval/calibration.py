@@ -19,11 +19,13 @@ Ties in the objective go to fewer escalations, then to fewer enabled signals.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from steadyrank.metrics import evaluate
 from steadyrank.retrieval.pipeline import Ranked, serve_order
@@ -164,7 +166,7 @@ def _masks(values: Sequence[float | None], thresholds: list[float | None], fires
         else:
             with np.errstate(invalid="ignore"):
                 rows.append(np.nan_to_num(v < t if fires_below else v > t, nan=False).astype(bool))
-    return np.array(rows, dtype=bool).reshape(len(thresholds), v.size)
+    return np.reshape(np.array(rows, dtype=bool), (len(thresholds), v.size))
 
 
 def calibrate(
@@ -207,7 +209,7 @@ def calibrate(
     enabled = (np.indices(shape) > 0).sum(axis=0)  # signals switched on, per grid point
     total = float(gain[can].sum())
     score = _objective_score(esc_gain, esc_count, esc_extra, total, len(signals), objective, target_rate, min_recovery)
-    best = np.lexsort((enabled.ravel(), esc_count.ravel(), -score.ravel()))[0]
+    best = int(np.lexsort((enabled.ravel(), esc_count.ravel(), -score.ravel()))[0])
     i, j, k, t = (int(x) for x in np.unravel_index(best, shape))
     settings = replace(
         base,
@@ -256,8 +258,31 @@ def _calibration(settings: RoutingSettings, objective: Objective, measure: str, 
 
 def signal_matrix(observations: Sequence[Observation], features: Sequence[str] = MODEL_FEATURES) -> np.ndarray:
     """(Q, F) float64 of the named signals; NaN where a signal is unavailable."""
-    return np.array([[np.nan if getattr(o.signals, f) is None else float(getattr(o.signals, f)) for f in features]
-                     for o in observations], dtype=np.float64).reshape(len(observations), len(features))
+    return np.reshape(
+        np.array([[np.nan if getattr(o.signals, f) is None else float(getattr(o.signals, f)) for f in features]
+                  for o in observations], dtype=np.float64),
+        (len(observations), len(features)))
+
+
+class _LogisticRegression(Protocol):
+    """The part of scikit-learn's ``LogisticRegression`` used here (scikit-learn ships no type stubs)."""
+
+    coef_: npt.NDArray[np.float64]  # (1, F) once fitted
+    intercept_: npt.NDArray[np.float64]  # (1,) once fitted
+
+    def fit(self, x: npt.NDArray[np.float64], y: npt.NDArray[np.bool_], *,
+            sample_weight: npt.NDArray[np.float64]) -> _LogisticRegression: ...
+
+
+class _LogisticRegressionClass(Protocol):
+    def __call__(self, *, C: float) -> _LogisticRegression: ...  # scikit-learn's parameter name
+
+
+def _logistic_regression() -> _LogisticRegressionClass:
+    """``sklearn.linear_model.LogisticRegression``, typed by the protocols above."""
+    # the untyped scikit-learn module is a dynamic boundary: its class is read through the protocols
+    linear_model: Any = importlib.import_module("sklearn.linear_model")
+    return cast(_LogisticRegressionClass, linear_model.LogisticRegression)
 
 
 def fit_model(
@@ -283,7 +308,7 @@ def fit_model(
     :func:`calibrate`; the threshold rules of ``base`` are disabled. With no query that gains or no
     usable feature, the model never escalates (``model_above`` = None).
     """
-    from sklearn.linear_model import LogisticRegression
+    logistic_regression = _logistic_regression()
 
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
@@ -304,10 +329,10 @@ def fit_model(
     weight = np.abs(gain) + np.abs(gain).mean()
     if not usable or target.all() or not target.any():
         return _calibration(rules_off, objective, measure, observations, 0.0, 0.0, 0.0)
-    mean = np.array([np.nanmean(x[:, j]) for j in usable])
-    scale = np.array([np.nanstd(x[:, j]) for j in usable])
+    mean = np.array([float(np.nanmean(x[:, j])) for j in usable])
+    scale = np.array([float(np.nanstd(x[:, j])) for j in usable])
     z = np.nan_to_num((x[:, usable] - mean) / scale, nan=0.0)
-    fitted = LogisticRegression(C=regularisation).fit(z, target, sample_weight=weight)
+    fitted = logistic_regression(C=regularisation).fit(z, target, sample_weight=weight)
     model = replace(rules_off, model_features=tuple(features[j] for j in usable), model_mean=tuple(mean.tolist()),
                     model_scale=tuple(scale.tolist()), model_coef=tuple(fitted.coef_[0].tolist()),
                     model_intercept=float(fitted.intercept_[0]))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from steadyrank.metrics.io import skipped_empty_warning
 from steadyrank.retrieval.records import Record, read_records
@@ -192,7 +192,7 @@ def read_corpus(path: str | Path, *, strict: bool, fields: Fields = Fields()) ->
         text = _string_field(record, fields.text, errors, required=True, flag="--text-field")
         title = _string_field(record, fields.title or "title", errors, required=fields.title is not None,
                               flag="--title-field")
-        metadata = record.fields.get("metadata") or {}
+        metadata: object = record.fields.get("metadata") or {}
         if not isinstance(metadata, dict):
             errors.add(record.where, f"field 'metadata' must be an object, got {type(metadata).__name__}")
             continue
@@ -209,7 +209,8 @@ def read_corpus(path: str | Path, *, strict: bool, fields: Fields = Fields()) ->
             else:
                 skipped.append(doc_id)
             continue
-        documents.append(Document(id=doc_id, text=text, title=title, metadata=metadata))
+        # a JSON object or Parquet struct: string keys
+        documents.append(Document(id=doc_id, text=text, title=title, metadata=cast("dict[str, Any]", metadata)))
     errors.raise_if_any()
     if not documents:
         raise CorpusError(f"{source}: no documents" + (f" ({len(skipped)} empty ones skipped)" if skipped else ""))

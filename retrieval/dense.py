@@ -15,9 +15,10 @@ and searched there while no slot is deleted (GPU FAISS lacks the CPU's IDSelecto
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import faiss
 import numpy as np
@@ -104,7 +105,7 @@ class DenseIndex:
         """Serialise the CPU index to ``path`` (not fsynced: the caller makes it durable), streamed
         through a Python file so that a failed write raises ``OSError`` here like any other file's."""
         with open(path, "wb") as handle:
-            faiss.write_index(self.index, faiss.PyCallbackIOWriter(handle.write))
+            faiss.write_index(self.index, _callback_writer(handle.write))
 
     def add(self, vectors: np.ndarray) -> None:
         """Append ``vectors`` as the next slots."""
@@ -126,16 +127,20 @@ class DenseIndex:
             return self._params_cache[1]
         inner = _inner(self.index)
         if isinstance(inner, faiss.IndexHNSW):
-            params: faiss.SearchParameters = faiss.SearchParametersHNSW(efSearch=max(self.settings.ef_search, k))
+            params = _hnsw_parameters(max(self.settings.ef_search, k))
         elif faiss.try_extract_index_ivf(inner) is not None:
-            params = faiss.SearchParametersIVF(nprobe=self.settings.nprobe)
+            ivf = faiss.SearchParametersIVF()
+            ivf.nprobe = self.settings.nprobe  # what faiss's keyword constructor does: assign after init
+            params = ivf
         else:
             params = faiss.SearchParameters()
         if self._deleted:
             ids = np.fromiter(self._deleted, dtype=np.int64, count=len(self._deleted))
             params.sel = faiss.IDSelectorNot(faiss.IDSelectorBatch(ids))
         if isinstance(faiss.downcast_index(self.index), faiss.IndexPreTransform):
-            params = faiss.SearchParametersPreTransform(index_params=params)
+            pre_transform = faiss.SearchParametersPreTransform()
+            pre_transform.index_params = params
+            params = pre_transform
         self._params_cache = (k, params)
         return params
 
@@ -173,3 +178,17 @@ def _as_matrix(vectors: np.ndarray) -> np.ndarray:
     if matrix.ndim != 2:
         raise ValueError(f"expected a 2-D array of vectors, got shape {matrix.shape}")
     return matrix
+
+
+# faiss's bundled stubs omit some of its SWIG classes: the two used here are reached through the
+# module as an untyped value (a dynamic boundary) and returned as the stub base classes they derive from.
+def _hnsw_parameters(ef_search: int) -> faiss.SearchParameters:
+    """``faiss.SearchParametersHNSW(efSearch=ef_search)``."""
+    untyped: Any = faiss
+    return untyped.SearchParametersHNSW(efSearch=ef_search)
+
+
+def _callback_writer(write: Callable[[bytes], object]) -> faiss.IOWriter:
+    """``faiss.PyCallbackIOWriter(write)``: a faiss writer that hands every chunk to ``write``."""
+    untyped: Any = faiss
+    return untyped.PyCallbackIOWriter(write)

@@ -65,7 +65,7 @@ def encode_vectors(vectors: np.ndarray) -> dict[str, Any]:
 
 def decode_vectors(record: dict[str, Any]) -> np.ndarray:
     shape = tuple(int(n) for n in record["shape"])
-    return np.frombuffer(base64.b64decode(record["vectors"]), dtype="<f4").reshape(shape).astype(np.float32)
+    return np.reshape(np.frombuffer(base64.b64decode(record["vectors"]), dtype="<f4"), shape).astype(np.float32)
 
 
 def doc_record(doc: Document, seq: int | None) -> dict[str, Any]:

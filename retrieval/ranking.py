@@ -58,7 +58,7 @@ def rank(keys: np.ndarray, top_n: int | None, rescore: Rescore | None) -> Rankin
     fine = np.asarray(rescore(group), dtype=np.float64)
     by_fine = np.argsort(-fine, kind="stable")  # group is ascending, so ties keep input order
     start = int(np.flatnonzero(order == group[0])[0])
-    order = order.copy()
+    order = np.copy(order)
     order[start : start + group.size] = group[by_fine]
     inside = top_n - start  # members of the group that land in the top n
     sorted_fine = fine[by_fine]

@@ -32,7 +32,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -132,7 +132,8 @@ def load_settings(path: str | Path) -> RoutingSettings:
     document = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(document, dict) or "routing" not in document:
         raise ValueError(f"{path}: expected a JSON object with a 'routing' key")
-    return RoutingSettings.from_json(document["routing"])
+    # a JSON object: string keys (from_json checks the routing object's own keys)
+    return RoutingSettings.from_json(cast("dict[str, Any]", document)["routing"])
 
 
 @dataclass(frozen=True)

@@ -141,7 +141,7 @@ class MemoryIndex:
         base = len(self._base_vectors)
         added = np.concatenate([self._base_vectors[:0], *self._added_vectors], axis=0)
         rows: list[np.ndarray] = [self._base_vectors[s] if s < base else added[s - base] for s in slots]
-        return np.asarray(rows, dtype=np.float32).reshape(len(slots), int(self.manifest["embedder"]["dim"]))
+        return np.reshape(np.asarray(rows, dtype=np.float32), (len(slots), int(self.manifest["embedder"]["dim"])))
 
     def seq(self, doc_id: str) -> int:
         """The live document's insertion number: its slot, or in a shard its corpus-wide number."""

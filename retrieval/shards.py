@@ -513,7 +513,8 @@ class ShardedIndex:
     def vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
         """As :meth:`IndexStore.vectors`: the stored vectors of ``doc_ids``, each from its shard."""
         rows = [self.shards[shard_of(d, len(self.shards))].vectors([d])[0] for d in doc_ids]
-        return np.asarray(rows, dtype=np.float32).reshape(len(rows), int(self.shards[0].manifest["embedder"]["dim"]))
+        return np.reshape(np.asarray(rows, dtype=np.float32),
+                          (len(rows), int(self.shards[0].manifest["embedder"]["dim"])))
 
     def search(
         self, query: str, *, mode: Mode = "dense", depth: int = 100, rrf_k: float = DEFAULT_RRF_K,
