@@ -162,8 +162,8 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
                "Latency quantile (0.5, 0.95) of the window's golden searches as the evaluator saw them.",
                ("variant", "quantile")),
     MetricSpec("steadyrank_shadow_wait_seconds", "histogram",
-               "How long a chunk of shadow work (golden replays, canary copies) waited on a reranker replica "
-               "for user work to leave room, by deployment (reranker, canary_reranker).",
+               "How long a chunk of shadow work (golden replays, canary copies) waited on a model replica "
+               "for user work to leave room, by deployment (reranker, canary_reranker, embedder).",
                ("deployment",), LATENCY_BUCKETS),
     MetricSpec("steadyrank_probe_margin", "gauge",
                "Live Δ-margin probes: mean margin of the probe bundle set in rank-key units (probe: name = "

@@ -28,8 +28,8 @@ class _Rerank(Protocol):
 
 
 class _Embed(Protocol):
-    def remote(self, texts: list[str], count_tokens: bool = False,
-               deadline: float | None = None) -> Awaitable[dict[str, Any]]: ...
+    def remote(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None,
+               shadow: bool = False) -> Awaitable[dict[str, Any]]: ...
 
 
 class _Search(Protocol):

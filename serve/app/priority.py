@@ -1,4 +1,4 @@
-"""User work before shadow work inside one replica.
+"""User work before shadow work inside one model replica (the Reranker and the Embedder each keep a gate).
 
 The shadow evaluator replays golden queries through the same Reranker replica users hit. On a
 CPU-bound replica a replay (one forward pass over 50–100 candidates) would hold the compute thread

@@ -387,6 +387,11 @@ def test_searcher_contract_and_shadow_traffic_is_not_user_traffic(handle, metric
                 ("steadyrank_route_decisions_total", (("escalated", "false"),)),
                 ("steadyrank_candidates_reranked_count", ())):
         assert after.get(key, 0.0) == before.get(key, 0.0), key
+    # the shadow searches' query embeddings waited for their turn behind user work, outside the user batches
+    waited = ("steadyrank_shadow_wait_seconds_count", (("deployment", "embedder"),))
+    assert after.get(waited, 0.0) >= before.get(waited, 0.0) + 2
+    batches = ("steadyrank_batch_size_count", (("deployment", "embedder"),))
+    assert after.get(batches, 0.0) == before.get(batches, 0.0)
     with pytest.raises(Exception, match="query must not be empty"):
         searcher.search.remote({"query": " ", "shadow": True}).result(timeout_s=60)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from steadyrank.serve.app.memory import trim_freed_memory
+from steadyrank.serve.app.priority import ShadowGate
 from steadyrank.serve.runtime.errors import DeadlineExceeded, InvalidInputError, check_texts
 
 
@@ -105,6 +106,16 @@ def in_replica() -> bool:
 
 async def run_in(executor: ThreadPoolExecutor, fn: Any, *args: Any) -> Any:
     return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+
+
+async def shadow_turn(gate: ShadowGate, recorder: Any, label: str, executor: ThreadPoolExecutor,
+                      fn: Any, *args: Any) -> Any:
+    """Run ``fn(*args)`` (shadow work) on the compute thread once ``gate`` gives shadow work its
+    turn (:class:`~serve.app.priority.ShadowGate`); the wait, in seconds, is observed in
+    ``steadyrank_shadow_wait_seconds{deployment=label}``."""
+    waited = await gate.turn()
+    recorder.observe("steadyrank_shadow_wait_seconds", waited, deployment=label)
+    return await run_in(executor, fn, *args)
 
 
 _DEFAULT_THREADS: int | None = None  # torch's thread count before the first set_compute_threads

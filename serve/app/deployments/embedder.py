@@ -16,7 +16,9 @@ from steadyrank.serve.app.deployments.common import (
     model_executor,
     run_batch,
     set_compute_threads,
+    shadow_turn,
 )
+from steadyrank.serve.app.priority import ShadowGate
 from steadyrank.serve.app.settings import Settings, load_settings
 from steadyrank.serve.telemetry import Recorder
 
@@ -35,6 +37,7 @@ class Embedder:
         self.executor = model_executor(settings.deployments.background_niceness)
         self._batch = RequestBatcher(self._run_batch)  # limits from user_config (reconfigure)
         self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
+        self.gate = ShadowGate(settings.quality.shadow_idle_s, settings.quality.shadow_max_wait_s)
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         apply_batch_config(self._batch, config)
@@ -45,13 +48,21 @@ class Embedder:
                 "precision_choice": m.precision_choice.facts(), "scoring": m.scoring,
                 "max_length": m.max_length}
 
-    async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None) -> dict[str, Any]:
+    async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None,
+                    shadow: bool = False) -> dict[str, Any]:
         """``{"vectors": float32 (n, dim) unit rows, "tokens": int | None}`` (tokens after truncation).
-        ``deadline`` (epoch s): dropped unembedded once it passed (``DeadlineExceeded``)."""
+        ``deadline`` (epoch s): dropped unembedded once it passed (``DeadlineExceeded``).
+        ``shadow`` (a golden replay's or mirrored search's query): embedded only when user work
+        leaves room (:class:`~serve.app.priority.ShadowGate`, as in the Reranker), outside the
+        user batches; its vectors equal the user path's (one forward plan per request)."""
         texts = check_text_list(texts, "input")
         if not texts:
             return {"vectors": np.zeros((0, self.model.dim), dtype=np.float32), "tokens": 0 if count_tokens else None}
-        return await admitted(self._batch, (texts, bool(count_tokens)), Ticket(deadline), self.recorder, "embedder")
+        job = (texts, bool(count_tokens))
+        if shadow:
+            return (await shadow_turn(self.gate, self.recorder, "embedder", self.executor, self._encode, [job]))[0]
+        async with self.gate.user():
+            return await admitted(self._batch, job, Ticket(deadline), self.recorder, "embedder")
 
     async def _run_batch(self, jobs: list[tuple[tuple[list[str], bool], Ticket]]) -> list[Any]:
         self.recorder.observe("steadyrank_batch_size", len(jobs), deployment="embedder")

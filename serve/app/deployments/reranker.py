@@ -27,6 +27,7 @@ from steadyrank.serve.app.deployments.common import (
     run_batch,
     run_in,
     set_compute_threads,
+    shadow_turn,
 )
 from steadyrank.serve.app.priority import ShadowGate, chunks
 from steadyrank.serve.app.settings import Settings, load_settings
@@ -107,10 +108,7 @@ class Reranker:
             return await run_in(self.executor, self._fp32_keys, query, documents)
 
     async def _shadow_turn(self, fn: Any, *args: Any) -> Any:
-        """Run ``fn(*args)`` on the compute thread once the gate gives shadow work its turn."""
-        waited = await self.gate.turn()
-        self.recorder.observe("steadyrank_shadow_wait_seconds", waited, deployment=self.label)
-        return await run_in(self.executor, fn, *args)
+        return await shadow_turn(self.gate, self.recorder, self.label, self.executor, fn, *args)
 
     def _fp32_keys(self, query: str, documents: list[str]) -> np.ndarray:
         with self._twin_lock:  # the FP32 twin is loaded once, lazily
