@@ -18,6 +18,7 @@ import yaml
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.routing import RoutingSettings, load_settings
 from steadyrank.retrieval.store import MODES
+from steadyrank.serve.runtime.settings import Precision, Scoring
 
 BUNDLED = "bundled"
 FULL = "full"
@@ -70,8 +71,8 @@ class KPolicy:
 class RerankerRegime:
     name: str
     path: str | None
-    precision: str = "fp32"
-    scoring: str = "hps"
+    precision: Precision = "fp32"  # one of PRECISIONS (checked by parse_grid)
+    scoring: Scoring = "hps"  # one of SCORINGS
 
 
 @dataclass(frozen=True)
