@@ -233,6 +233,7 @@ class MetricsStore:
             elif spec.kind == "gauge":
                 metric = Gauge(spec.name, spec.help, spec.labels, registry=self.registry)
             else:
+                assert spec.buckets is not None  # _catalogue: histograms, and only histograms, have buckets
                 metric = Histogram(spec.name, spec.help, spec.labels, buckets=spec.buckets, registry=self.registry)
             self._metrics[spec.name] = metric
         self.batches = 0

@@ -65,12 +65,13 @@ def build_app(args: dict[str, Any] | None = None) -> Any:
     settings = resolve_settings(args.get("settings"))
     d = settings.deployments
     # replicas finish their ongoing requests for up to the shutdown grace before they stop
-    grace = {"graceful_shutdown_timeout_s": settings.server.shutdown_grace_s}
+    grace_s = settings.server.shutdown_grace_s
     if d.layout == "colocated":  # one replica builds every component itself (serve.app.colocated)
         options = d.colocated_options(canary=settings.canary is not None, evaluator=settings.quality.enabled)
-        return Ingress.options(**options, **grace).bind(settings)
+        return Ingress.options(**options, graceful_shutdown_timeout_s=grace_s).bind(settings)
     bound: dict[str, Any] = {}
     for component in components(settings):
-        bound[component.key] = component.deployment.options(**component.ray_options(settings), **grace).bind(
-            *component.resolved(lambda ref: bound[ref.key]))
-    return Ingress.options(**d.ingress.ray_options(), **grace).bind(settings, *(bound.get(k) for k in INGRESS_ARGS))
+        deployment = component.deployment.options(**component.ray_options(settings), graceful_shutdown_timeout_s=grace_s)
+        bound[component.key] = deployment.bind(*component.resolved(lambda ref: bound[ref.key]))
+    ingress = Ingress.options(**d.ingress.ray_options(), graceful_shutdown_timeout_s=grace_s)
+    return ingress.bind(settings, *(bound.get(k) for k in INGRESS_ARGS))

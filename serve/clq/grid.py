@@ -15,8 +15,10 @@ from typing import Any
 
 import yaml
 
+from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.routing import RoutingSettings, load_settings
 from steadyrank.retrieval.store import MODES
+from steadyrank.serve.runtime.settings import Precision, Scoring
 
 BUNDLED = "bundled"
 FULL = "full"
@@ -59,15 +61,18 @@ class KPolicy:
     @property
     def depth(self) -> int:
         """Candidates retrieved: k, or the routing's k_high."""
-        return self.k if self.routing is None else self.routing.k_high
+        if self.routing is not None:
+            return self.routing.k_high
+        assert self.k is not None, "a KPolicy has k or routing (_k_policy makes one or the other)"
+        return self.k
 
 
 @dataclass(frozen=True)
 class RerankerRegime:
     name: str
     path: str | None
-    precision: str = "fp32"
-    scoring: str = "hps"
+    precision: Precision = "fp32"  # one of PRECISIONS (checked by parse_grid)
+    scoring: Scoring = "hps"  # one of SCORINGS
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,7 @@ class Grid:
     embedders: tuple[Model, ...]
     dimensions: tuple[str, ...]
     ann: tuple[Ann, ...]
-    first_stages: tuple[str, ...]
+    first_stages: tuple[Mode, ...]
     k_policies: tuple[KPolicy, ...]
     rerankers: tuple[RerankerRegime, ...]
     prices: Prices = Prices()
@@ -108,7 +113,7 @@ class Config:
     embedder: Model
     dimension: str
     ann: Ann | None
-    first_stage: str
+    first_stage: Mode
     k_policy: KPolicy
     reranker: RerankerRegime
     config_id: str = field(init=False)
@@ -289,11 +294,11 @@ def load_grid(path: str | Path) -> Grid:
 
 def expand(grid: Grid) -> list[Config]:
     """Every configuration: dense/hybrid × embedder × dimension × ANN, bm25 once per embedder; × K × reranker."""
-    retrieval: list[tuple[Model, str, Ann | None, str]] = []
+    retrieval: list[tuple[Model, str, Ann | None, Mode]] = []
     for embedder in grid.embedders:
         for stage in grid.first_stages:
             if stage == "bm25":
                 retrieval.append((embedder, "-", None, stage))
             else:
-                retrieval += [(embedder, d, a, stage) for d in grid.dimensions for a in grid.ann]
+                retrieval.extend((embedder, d, a, stage) for d in grid.dimensions for a in grid.ann)
     return [Config(e, d, a, s, k, r) for e, d, a, s in retrieval for k in grid.k_policies for r in grid.rerankers]

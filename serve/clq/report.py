@@ -54,6 +54,8 @@ def decide(results: Sequence[dict[str, Any]], grid: Grid) -> dict[str, Any]:
     cands = candidates_of(results, grid)
     front = pareto_front([c.cost for c in cands], [c.latency for c in cands], [c.quality for c in cands])
     _, best = pick(cands)
+    if best is None:
+        raise ValueError("no configuration results to decide between")
     rows = []
     for c, on_front in zip(cands, front, strict=True):
         rows.append({"config_id": c.config_id, "cost_per_query": c.cost, "latency_ms": c.latency,

@@ -38,11 +38,12 @@ from steadyrank.metrics import evaluate
 from steadyrank.retrieval.corpus import Document
 from steadyrank.retrieval.dense import DenseSettings
 from steadyrank.retrieval.fsio import atomic_write_bytes
+from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import Ranked, latency_summary, rerank_candidates
-from steadyrank.retrieval.routing import RoutingSettings
+from steadyrank.retrieval.routing import Route, RoutingDecision, RoutingSettings
 from steadyrank.retrieval.store import Candidates, IndexStore
 from steadyrank.serve.clq.builds import CachedEmbedder, cached_corpus_vectors, index_bytes, open_or_build
-from steadyrank.serve.clq.grid import FULL, Config, Grid, KPolicy, Model, RerankerRegime, expand
+from steadyrank.serve.clq.grid import FULL, Ann, Config, Grid, KPolicy, Model, RerankerRegime, expand
 from steadyrank.serve.clq.scores import ScoreCache
 from steadyrank.serve.quality.golden import RELEVANCE_TO_RUBRIC, GoldenSet
 
@@ -78,11 +79,17 @@ def fingerprint(config: Config, grid: Grid, inputs: Inputs) -> str:
     return hashlib.sha256(extra.encode()).hexdigest()[:20]
 
 
-def _routing(policy: KPolicy) -> tuple[RoutingSettings, str]:
+def _routing(policy: KPolicy) -> tuple[RoutingSettings, Route]:
     """Settings and route that make the pipeline rerank exactly the policy's candidates."""
     if policy.routing is not None:
         return policy.routing, "dynamic"
-    return RoutingSettings(k_low=policy.k, k_high=policy.k), "fixed50"
+    return RoutingSettings(k_low=policy.depth, k_high=policy.depth), "fixed50"  # depth: the fixed k
+
+
+def _decision(ranked: Ranked) -> RoutingDecision:
+    """The routing decision of a reranked query (``rerank_candidates`` always reranks, so always decides)."""
+    assert ranked.decision is not None
+    return ranked.decision
 
 
 def _truncate(candidates: Candidates, depth: int) -> Candidates:
@@ -166,7 +173,8 @@ class Sweep:
         stores: dict[tuple, tuple[IndexStore, dict]] = {}
         builds: dict[tuple, tuple[IndexStore, dict]] = {}
         out: dict[tuple, dict[str, Candidates]] = {}
-        for key in dict.fromkeys((c.dimension, c.ann, c.first_stage) for c in configs):
+        keys: dict[tuple[str, Ann | None, Mode], None] = dict.fromkeys((c.dimension, c.ann, c.first_stage) for c in configs)
+        for key in keys:
             dimension, ann, stage = key
             if ann is None:  # bm25: every index directory carries the same BM25 index; use the first
                 dimension, ann = self.grid.dimensions[0], self.grid.ann[0]
@@ -210,7 +218,7 @@ class Sweep:
             found = _truncate(candidates[key][qid], config.k_policy.depth)
             ranked = rerank_candidates(store, queries[qid], found, scores, settings, route)  # type: ignore[arg-type]
             rankings[qid] = ranked
-            k = ranked.decision.k_rerank
+            k = _decision(ranked).k_rerank
             texts = [store.document(d).full_text for d in found.doc_ids[:k]]
             reranked.append(k)
             pair_tokens.append(scores.pair_tokens(queries[qid], texts))
@@ -224,7 +232,7 @@ class Sweep:
         load_average = os.getloadavg()
         for qid in self.latency_qids:
             found = _truncate(candidates[key][qid], config.k_policy.depth)
-            passes = (config.reranker, qid, tuple(found.doc_ids[: rankings[qid].decision.k_rerank]), settings.k_low)
+            passes = (config.reranker, qid, tuple(found.doc_ids[: _decision(rankings[qid]).k_rerank]), settings.k_low)
             if passes not in self._rerank_seconds:  # an identical workload was timed already: reuse it
                 live = rerank_candidates(store, queries[qid], found, scorer, settings, route)  # type: ignore[arg-type]
                 self._rerank_seconds[passes] = live.timings["rerank"]  # both passes (and boundary re-scoring)
@@ -248,7 +256,7 @@ class Sweep:
             "load_average": list(load_average),
             "cost": {
                 "candidates_reranked": float(np.mean(reranked)),
-                "escalation_rate": float(np.mean([r.decision.escalated for r in rankings.values()])),
+                "escalation_rate": float(np.mean([_decision(r).escalated for r in rankings.values()])),
                 "pair_tokens_reranked": float(np.mean(pair_tokens)),
                 "generator_prompt_tokens": float(np.mean(generator_tokens)),
                 "index_bytes": index_bytes(manifest, config.first_stage),

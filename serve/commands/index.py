@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, get_args
+from typing import Any, cast, get_args
 
 from tqdm import tqdm
 
@@ -32,12 +32,14 @@ def load_embedder_arg(path: str | None, precision: Precision = "auto") -> Embedd
     return load_embedder(ModelSettings(path=path, precision=precision))
 
 
-def load_reranker_arg(model: str, precision: str) -> Reranker:
+def load_reranker_arg(model: str, precision: Precision) -> Reranker:
     """A reranker from a model directory (cross-encoder, causal-LM reranker or bi-encoder), or the
     bundled all-MiniLM-L6-v2 bi-encoder (FP32 dot product under HPS) for ``"bundled"``."""
     from steadyrank.serve.runtime import ModelSettings, load_scorer
 
-    return load_scorer(ModelSettings(path=None if model == BUNDLED else model, precision=precision))
+    scorer = load_scorer(ModelSettings(path=None if model == BUNDLED else model, precision=precision))
+    # cast: Reranker declares rescores_boundary_ties a plain (writable) attribute; Scorer's is a read-only property
+    return cast(Reranker, scorer)
 
 
 def add_embedder_argument(parser: argparse.ArgumentParser) -> None:

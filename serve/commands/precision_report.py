@@ -12,7 +12,7 @@ import argparse
 import time
 from pathlib import Path
 
-from steadyrank import metrics
+from steadyrank.metrics import parse_measures, read_qrels
 from steadyrank.retrieval.corpus import read_queries
 from steadyrank.serve.commands.options import add_corpus_arguments, add_deprecated_alias, load_corpus
 from steadyrank.serve.output import dumps_json
@@ -25,7 +25,7 @@ from steadyrank.serve.runtime import ModelSettings
 from steadyrank.serve.runtime.inspection import inspect_model, model_id
 from steadyrank.serve.runtime.precision import choose_for
 
-DEFAULT_MEASURES = ["map@3", "ndcg@10", "mrr@10"]
+DEFAULT_MEASURES = ("map@3", "ndcg@10", "mrr@10")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--depth and --batch-size must be positive")
     started = time.perf_counter()
     regimes = parse_regimes(args.regimes)
-    measures = [str(m) for m in metrics.parse_measures(args.measures or DEFAULT_MEASURES)]
+    measures = [str(m) for m in parse_measures(args.measures or DEFAULT_MEASURES)]
     base = ModelSettings(path=args.model, max_length=args.max_length, device=args.device,
                          batch_size=args.batch_size, batch_tokens=args.batch_size * args.max_length,
                          rescore_boundary_ties=False)
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.data).is_dir():
         raise FileNotFoundError(f"{args.data}: not a directory (--data is a BEIR folder)")
     corpus = load_corpus(args, args.corpus or args.data)
-    qrels = metrics.read_qrels(Path(args.data) / "qrels" / f"{args.split}.tsv")
+    qrels = read_qrels(Path(args.data) / "qrels" / f"{args.split}.tsv")
     all_queries = read_queries(args.data)
     queries = {q: all_queries[q] for q in qrels if q in all_queries}
     if not queries:

@@ -93,14 +93,16 @@ def run_calibrate(args: argparse.Namespace) -> int:
             candidates = store.search(text, mode=args.mode, depth=base.k_high, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights)
             rankings[qid] = rerank_candidates(store, text, candidates, reranker, base, "fixed100")
     observations = observe(rankings, qrels, base, measure=args.measure, rubric_map=args.grade_map, rel_level=args.rel_level)
-    options = {"features": [f for f in args.model_features.split(",") if f]} if args.model else {}
-    result = (fit_model if args.model else calibrate)(
-        observations, base, objective=args.objective, target_rate=args.target_rate,
-        min_recovery=args.min_recovery, measure=args.measure, **options,
-    )
+    features = [f for f in args.model_features.split(",") if f] if args.model else None
+    if features is not None:
+        result = fit_model(observations, base, objective=args.objective, target_rate=args.target_rate,
+                           min_recovery=args.min_recovery, measure=args.measure, features=features)
+    else:
+        result = calibrate(observations, base, objective=args.objective, target_rate=args.target_rate,
+                           min_recovery=args.min_recovery, measure=args.measure)
     provenance = {
         **result.to_json(), "data": str(args.data), "split": args.split, "index": str(args.index),
-        "mode": args.mode, "reranker": args.rerank, "model": args.model, "model_features": options.get("features"),
+        "mode": args.mode, "reranker": args.rerank, "model": args.model, "model_features": features,
         "rerank_precision": args.rerank_precision,
         "min_recovery": args.min_recovery if args.objective == "efficiency" else None,
         "target_rate": args.target_rate if args.objective == "rate" else None,

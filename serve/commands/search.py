@@ -19,6 +19,7 @@ from steadyrank.retrieval.fusion import DEFAULT_RRF_K
 from steadyrank.retrieval.index import open_index
 from steadyrank.retrieval.modes import MODES, Mode
 from steadyrank.retrieval.pipeline import Ranked, SearchModels, latency_summary, local_models, search
+from steadyrank.retrieval.protocols import Embedder, Reranker
 from steadyrank.retrieval.rewrite import DEFAULT_DENOISE, LlmRewriter, LlmSettings
 from steadyrank.retrieval.routing import ROUTES, Route, RoutingSettings, load_settings
 from steadyrank.serve.commands.index import BUNDLED, add_embedder_argument, load_embedder_arg, load_reranker_arg
@@ -128,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     reranker = None if args.rerank is None else load_reranker_arg(args.rerank, args.rerank_precision)
     rewriter = llm_rewriter_arg(args)
     with open_index(args.index, embedder) as store:
-        stored = embedder is not None and reranker is not None and reranker.settings.same_vectors(embedder.settings)
+        stored = embedder is not None and reranker is not None and _same_vectors(reranker, embedder)
         models = local_models(store, embedder, reranker, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights,
                               stored_vectors=stored, rewriter=rewriter)
         ranked = asyncio.run(_search_all(queries, args.mode, models, settings, route, args.denoise))
@@ -163,6 +164,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _same_vectors(reranker: Reranker, embedder: Embedder) -> bool:
+    """The reranker is the embedder's model (rerank from the stored vectors). Both come from the runtime
+    loaders (``load_reranker_arg``, ``load_embedder_arg``), whose models carry their resolved settings."""
+    from steadyrank.serve.runtime.embedder import Embedder as LoadedEmbedder
+    from steadyrank.serve.runtime.scorer import Scorer
+
+    assert isinstance(reranker, Scorer) and isinstance(embedder, LoadedEmbedder)
+    return reranker.settings.same_vectors(embedder.settings)
+
+
 async def _search_all(queries: dict[str, str], mode: Mode, models: SearchModels, settings: RoutingSettings,
                       route: Route, denoise: DenoiseMode) -> dict[str, Ranked]:
     out = {}
@@ -179,12 +190,14 @@ def query_report(ranked: Ranked) -> dict[str, Any]:
     if ranked.query is not None:
         report["query"] = ranked.query.to_json()
     if ranked.decision is not None:
+        signals, ranking = ranked.signals, ranked.ranking
+        assert signals is not None and ranking is not None  # rank_pool sets them with the decision
         report.update({
             "escalated": ranked.decision.escalated,
             "reasons": list(ranked.decision.reasons),
-            "signals": ranked.signals.to_json(),
-            "tie_at_cutoff": ranked.ranking.tie_at_cutoff,
-            "rescored_ties": ranked.ranking.rescored,
+            "signals": signals.to_json(),
+            "tie_at_cutoff": ranking.tie_at_cutoff,
+            "rescored_ties": ranking.rescored,
             "candidates": [{"id": ranked.candidates.doc_ids[i], "relevance_score": float(ranked.rerank_scores[i]),
                             "rank_key": float(ranked.rerank_keys[i])} for i in ranked.served()],
         })

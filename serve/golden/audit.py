@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from scipy.stats import kendalltau
 
 from steadyrank.metrics import evaluate
+from steadyrank.serve.quality.kendall import kendall_tau_b
 
 Qrels = Mapping[str, Mapping[str, float]]
 
@@ -31,7 +31,7 @@ Qrels = Mapping[str, Mapping[str, float]]
 def _tau_b(a: list[float], b: list[float]) -> float:
     if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
         return math.nan
-    return float(kendalltau(a, b).statistic)
+    return kendall_tau_b(a, b)
 
 
 def _defined(value: float | None) -> float:

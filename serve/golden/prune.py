@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 class PruneSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    negatives: int = Field(5, ge=0, description="grade-1/2 candidates kept per query (floor of judged negatives)")
-    max_pool: int = Field(40, ge=1, description="candidates kept per query at most")
+    negatives: int = Field(default=5, ge=0, description="grade-1/2 candidates kept per query (floor of judged negatives)")
+    max_pool: int = Field(default=40, ge=1, description="candidates kept per query at most")
 
 
 def prune(pool_order: Sequence[str], grades: Mapping[str, int], settings: PruneSettings) -> list[str]:

@@ -37,18 +37,18 @@ class RefineSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    top_k: int = Field(20, ge=1, description="the head of the order whose stability ends refinement")
-    window: int = Field(30, ge=2, description="items of the current order eligible for listwise batches")
-    batch_size: int = Field(5, ge=2, description="items per listwise judge call")
-    max_calls: int = Field(60, ge=0, description="listwise judge calls per query at most")
-    stable_rounds: int = Field(5, ge=1, description="stop when the top_k order is unchanged for this many rounds")
-    step: float = Field(1.0, gt=0, description="initial PL step η₀ (log-worth per unit gradient)")
-    decay: float = Field(0.3, ge=0, description="step decay: η_i = η₀ / (1 + decay · n_i)")
-    prior_information: float = Field(1.0, gt=0, description="Fisher information I₀ of the grade prior")
-    grade_scale: float = Field(1.0, gt=0, description="initial log-worth per rubric grade")
-    z: float = Field(3.0, gt=0, description="confidence-bound width for the bound lock rule")
-    confirmations: int = Field(5, ge=1, description="net pairwise wins that lock a preference")
-    seed: int = Field(0, description="seed of the batch presentation shuffle")
+    top_k: int = Field(default=20, ge=1, description="the head of the order whose stability ends refinement")
+    window: int = Field(default=30, ge=2, description="items of the current order eligible for listwise batches")
+    batch_size: int = Field(default=5, ge=2, description="items per listwise judge call")
+    max_calls: int = Field(default=60, ge=0, description="listwise judge calls per query at most")
+    stable_rounds: int = Field(default=5, ge=1, description="stop when the top_k order is unchanged for this many rounds")
+    step: float = Field(default=1.0, gt=0, description="initial PL step η₀ (log-worth per unit gradient)")
+    decay: float = Field(default=0.3, ge=0, description="step decay: η_i = η₀ / (1 + decay · n_i)")
+    prior_information: float = Field(default=1.0, gt=0, description="Fisher information I₀ of the grade prior")
+    grade_scale: float = Field(default=1.0, gt=0, description="initial log-worth per rubric grade")
+    z: float = Field(default=3.0, gt=0, description="confidence-bound width for the bound lock rule")
+    confirmations: int = Field(default=5, ge=1, description="net pairwise wins that lock a preference")
+    seed: int = Field(default=0, description="seed of the batch presentation shuffle")
 
 
 @dataclass

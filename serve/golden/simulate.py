@@ -13,9 +13,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import kendalltau
 
 from steadyrank.serve.golden.judges import Judge, JudgeCall, Passage, prompt_hash
+from steadyrank.serve.quality.kendall import kendall_tau_b
 
 
 class SimulatedPLJudge(Judge):
@@ -52,7 +52,7 @@ def kendall_tau_to_truth(order: Sequence[int], utilities: np.ndarray) -> float:
 
     positions = np.empty(len(order))
     positions[list(order)] = np.arange(len(order))
-    return float(kendalltau(-positions, utilities).statistic)
+    return kendall_tau_b(-positions, utilities)
 
 
 def simulate_query(n_items: int, settings: Any, *, seed: int, temperature: float = 1.0,
@@ -86,7 +86,7 @@ def simulate_query(n_items: int, settings: Any, *, seed: int, temperature: float
     total_calls = n_items + final.rounds
     passes = [grades] + [[next(iter(c.answer["grades"].values())) for c in judge.grade(f"q{r}", [(d, "") for d in docs])]
                          for r in range(1, max(1, total_calls // n_items))]
-    repeated = [(r * n_items, float(kendalltau(np.mean(passes[:r], axis=0), utilities).statistic))
+    repeated = [(r * n_items, kendall_tau_b(np.mean(passes[:r], axis=0), utilities))
                 for r in range(1, len(passes) + 1)]
     return {
         "single_shot": repeated[0][1],

@@ -16,17 +16,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import kendalltau
 
 from steadyrank.serve.golden.refine import RefineState
+from steadyrank.serve.quality.kendall import kendall_tau_b
 
 
 def grades_vs_order_tau(grades: Sequence[int], order_positions: Sequence[int]) -> float:
     """Kendall τ-b between grades (higher = better) and positions in an order (lower = better)."""
     if len(grades) < 2:
         return math.nan
-    tau = kendalltau(np.asarray(grades, dtype=float), -np.asarray(order_positions, dtype=float)).statistic
-    return float(tau)
+    return kendall_tau_b(np.asarray(grades, dtype=float), -np.asarray(order_positions, dtype=float))
 
 
 def query_record(state: dict[str, Any]) -> dict[str, Any]:

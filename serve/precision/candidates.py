@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from steadyrank import metrics
+from steadyrank.metrics import read_trec_run
 from steadyrank.retrieval.bm25 import Bm25Index, Bm25Settings
 
 Candidates = dict[str, list[str]]
@@ -18,7 +18,7 @@ Candidates = dict[str, list[str]]
 
 def from_run(path: str, query_ids: list[str], corpus_ids: Mapping[str, object], depth: int) -> Candidates:
     """The top ``depth`` documents of each query in a TREC run, by run score (stable)."""
-    run = metrics.read_trec_run(path)
+    run = read_trec_run(path)
     out: Candidates = {}
     for qid in query_ids:
         ranking = run.get(qid, {})

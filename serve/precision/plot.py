@@ -17,6 +17,7 @@ def plot_curves(curves: Mapping[str, Mapping[str, Mapping[str, Mapping[str, floa
     names = list(next(iter(curves.values())))
     fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
     for ax, name in zip(axes[0], names, strict=False):
+        ks: list[int] = []  # the ticks: the last regime's ks (curves is not empty: names came from it)
         for regime, per_metric in curves.items():
             points = [(int(k), v) for k, v in per_metric[name].items() if math.isfinite(v["expected"])]
             ks = [k for k, _ in points]

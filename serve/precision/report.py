@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from steadyrank import metrics
+from steadyrank.metrics import evaluate
 from steadyrank.serve.output import format_table
 from steadyrank.serve.precision.candidates import Candidates
 from steadyrank.serve.precision.regimes import REFERENCE, Regime
@@ -24,9 +24,9 @@ def regime_run(keys: Mapping[str, np.ndarray], candidates: Candidates) -> dict[s
 
 def metric_summary(
     run: Mapping[str, Mapping[str, float]], qrels: Qrels, measures: Sequence[str], rel_level: float
-) -> dict[str, dict[str, float | int | None]]:
+) -> dict[str, dict[str, float | int]]:
     """Tie-aware macro means per measure: oblivious (input order), expected, min, max, range, bias, n_valid."""
-    summary = metrics.evaluate(run, qrels, list(measures), rel_level=rel_level, tie_break="input").summary
+    summary = evaluate(run, qrels, list(measures), rel_level=rel_level, tie_break="input").summary
     return {
         name: {**{f: float(row[f]) for f in METRIC_FIELDS}, "n_valid": int(row["n_valid"])}
         for name, row in summary.items()

@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import kendalltau
 
 from steadyrank.metrics import ConfidenceInterval, paired_bootstrap
+from steadyrank.serve.quality.kendall import kendall_tau_b
 from steadyrank.serve.quality.monitor import GoldenEvaluation
 from steadyrank.serve.quality.settings import CanaryRules
 
@@ -56,7 +56,7 @@ def agreement(primary: Sequence[tuple[str, float]], canary: Sequence[tuple[str, 
     tau = float("nan")
     if len(common) >= 2:
         a, b = np.array(common).T
-        tau = float(kendalltau(a, b).statistic)
+        tau = kendall_tau_b(a, b)
     return Agreement(overlap, tau)
 
 

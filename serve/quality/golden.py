@@ -22,7 +22,7 @@ from pathlib import Path
 from steadyrank.metrics import FormatError, read_beir_queries, read_jsonl, read_qrels
 
 #: Relevance grade → rubric, for ``metrics.evaluate(rubric_map=...)`` (0 also maps unjudged → 1).
-RELEVANCE_TO_RUBRIC = {0: 1, 1: 3, 2: 4, 3: 5}
+RELEVANCE_TO_RUBRIC: Mapping[float, float] = {0: 1, 1: 3, 2: 4, 3: 5}
 DEMO_GOLDEN = Path(__file__).resolve().parent.parent / "data" / "demo" / "golden.jsonl"
 
 

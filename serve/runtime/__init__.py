@@ -7,7 +7,16 @@
 >>> out = scorer.rerank("query", ["doc a", "doc b"], top_n=1)      # RerankOutput
 """
 
+from typing import TYPE_CHECKING
+
 from steadyrank.lazy import lazy_exports
+
+if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ below imports each name on first use
+    from steadyrank.serve.runtime.embedder import Embedder
+    from steadyrank.serve.runtime.errors import InvalidInputError, ModelLoadError, UnsupportedModelError
+    from steadyrank.serve.runtime.factory import load_embedder, load_scorer
+    from steadyrank.serve.runtime.scorer import RerankOutput, Scored, Scorer
+    from steadyrank.serve.runtime.settings import ModelSettings, bundled_embedder_path
 
 #: Public name → defining module. Imported on first use (PEP 562), so that importing the settings
 #: or errors (as the server's ingress and CLI do) does not load torch.
@@ -25,5 +34,9 @@ _EXPORTS = {
     "bundled_embedder_path": "steadyrank.serve.runtime.settings",
 }
 
-__all__ = sorted(_EXPORTS)
+# sorted(_EXPORTS), spelled out: a type checker reads only a literal __all__
+__all__ = [
+    "Embedder", "InvalidInputError", "ModelLoadError", "ModelSettings", "RerankOutput", "Scored", "Scorer",
+    "UnsupportedModelError", "bundled_embedder_path", "load_embedder", "load_scorer",
+]
 __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -130,9 +130,9 @@ def run_batched_many(
         if pools[k] is None:  # with lanes: now, before they start (no oversubscription); else lazily
             for j, rows in enumerate(plan):
                 outs[(k, j)] = run(k, rows) if on_lanes else partial(run, k, rows)
-    for k, plan in enumerate(plans):
-        if pools[k] is not None:
-            outs.update({(k, j): pools[k].submit(run, k, rows).result for j, rows in enumerate(plan)})
+    for k, (pool, plan) in enumerate(zip(pools, plans, strict=True)):
+        if pool is not None:
+            outs.update({(k, j): pool.submit(run, k, rows).result for j, rows in enumerate(plan)})
     results = []
     with tqdm(total=sum(len(ids) for ids, _ in inputs), desc=desc, unit="seq", disable=not show_progress) as bar:
         for k, plan in enumerate(plans):

@@ -11,8 +11,8 @@ from steadyrank.serve.runtime import hps
 from steadyrank.serve.runtime.errors import check_texts
 from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.precision import resolve
-from steadyrank.serve.runtime.settings import ModelSettings
-from steadyrank.serve.runtime.transformers_backend import TransformersBackend
+from steadyrank.serve.runtime.settings import ModelSettings, Scoring
+from steadyrank.serve.runtime.transformers_backend import TransformersBackend, model_config
 
 
 class Embedder:
@@ -27,9 +27,9 @@ class Embedder:
         self.settings, self.precision_choice = resolve(settings)  # precision "auto" → what runs here
         self.model_id = model_id
         self.precision = self.settings.precision
-        self.scoring = settings.scoring
+        self.scoring: Scoring = settings.scoring
         self.backend = TransformersBackend(spec, self.settings)
-        self.dim = int(self.backend.model.config.hidden_size)
+        self.dim = int(model_config(self.backend.model).hidden_size)
         self.max_length = self.backend.max_length
 
     def pooled(self, texts: Sequence[str], *, show_progress: bool = False) -> tuple[torch.Tensor, np.ndarray]:

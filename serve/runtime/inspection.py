@@ -71,7 +71,7 @@ def _sentence_transformers_pooling(path: Path) -> tuple[Pooling, int | None] | N
             f"(only {sorted(_ST_MODULES)})"
         )
     pooling_config = _read_json(path / types["Pooling"].get("path", "") / "config.json")
-    modes = [mode for key, mode in _POOLING_KEYS.items() if pooling_config.get(key)]
+    modes: list[Pooling] = [mode for key, mode in _POOLING_KEYS.items() if pooling_config.get(key)]
     unknown = [k for k, v in pooling_config.items() if k.startswith("pooling_mode") and v and k not in _POOLING_KEYS]
     if len(modes) != 1 or unknown:
         raise UnsupportedModelError(

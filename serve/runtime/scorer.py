@@ -24,7 +24,7 @@ from steadyrank.serve.runtime.embedder import Embedder
 from steadyrank.serve.runtime.errors import InvalidInputError, check_rerank_args
 from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.precision import resolve
-from steadyrank.serve.runtime.settings import ModelSettings
+from steadyrank.serve.runtime.settings import ModelSettings, Scoring
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class Scorer(ABC):
         self.model_id = model_id
         self.kind = spec.kind
         self.precision = self.settings.precision
-        self.scoring = settings.scoring
+        self.scoring: Scoring = settings.scoring
         self._fp32: Scorer | None = None
 
     @abstractmethod

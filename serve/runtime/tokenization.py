@@ -38,9 +38,9 @@ def encode_texts(
     full = tokenizer(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
     truncated = np.array([len(ids) > max_length for ids in full], dtype=bool)
     ids = list(full)
-    for i in np.flatnonzero(truncated):
+    for i in map(int, np.flatnonzero(truncated)):
         if overflow == "error":
-            _refuse_overflow(int(i), len(full[i]), max_length)
+            _refuse_overflow(i, len(full[i]), max_length)
         ids[i] = tokenizer(texts[i], truncation=True, max_length=max_length, verbose=False)["input_ids"]
     return Encoded(ids, None, truncated)
 

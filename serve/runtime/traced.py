@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -56,7 +56,10 @@ def trace_field(model: torch.nn.Module, field: str, probes: Sequence[Inputs]) ->
     try:
         with torch.inference_mode(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # TracerWarning on shape-to-bool; DeprecationWarning of torch.jit
-            traced = torch.jit.trace(eager, tuple(probes[0].values()), strict=False, check_trace=False)
+            # cast: torch.jit.trace is unannotated, and the union inferred from its body includes a (Graph, Stack)
+            # tuple; tracing a Module gives a callable ScriptModule with the module's forward
+            traced = cast(Callable[..., torch.Tensor],
+                          torch.jit.trace(eager, tuple(probes[0].values()), strict=False, check_trace=False))
             for probe in probes:
                 expected = eager(*probe.values())
                 for _ in range(_VERIFY_RUNS):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
@@ -25,6 +25,9 @@ from steadyrank.serve.runtime.precision import resolved_precision
 from steadyrank.serve.runtime.settings import ModelSettings
 from steadyrank.serve.runtime.tokenization import Encoded, encode_pairs, encode_prompts, encode_texts
 from steadyrank.serve.runtime.traced import Inputs, trace_field
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 _UNBOUNDED = 1_000_000
 # Probe inputs for checking a traced forward: three lengths; rows (0, 1, 2) padded, (1,) unpadded,
@@ -95,6 +98,16 @@ def _token_id(tokenizer: Any, token: str | int, vocab_size: int, name: str) -> i
     return int(ids[0])
 
 
+def model_config(model: torch.nn.Module) -> PretrainedConfig:
+    """``model.config``, typed: the transformers config of a model :func:`load_torch_model` loaded (torch's
+    ``Module.__getattr__`` is typed as giving tensors and modules only)."""
+    from transformers import PretrainedConfig
+
+    config = model.config
+    assert isinstance(config, PretrainedConfig)
+    return config
+
+
 class TransformersBackend:
     """One loaded model (weights in ``settings.precision``) with batched, budgeted forward passes."""
 
@@ -114,7 +127,7 @@ class TransformersBackend:
         pad_id = self.tokenizer.pad_token_id
         self.pad_id = int(pad_id if pad_id is not None else self.tokenizer.eos_token_id or 0)
         if spec.kind == "causal-lm":
-            vocab = int(self.model.config.vocab_size)
+            vocab = int(model_config(self.model).vocab_size)
             self.no_id = _token_id(self.tokenizer, settings.no_token, vocab, "no_token")
             self.yes_id = _token_id(self.tokenizer, settings.yes_token, vocab, "yes_token")
         traced = None

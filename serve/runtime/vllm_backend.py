@@ -14,6 +14,7 @@ exist; elsewhere they skip.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,8 +32,8 @@ _VLLM_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 def _import_vllm() -> Any:
-    try:
-        import vllm
+    try:  # by name: vLLM is an optional extra (GPU machines), not installed where the code is type-checked
+        vllm = importlib.import_module("vllm")
     except ImportError as exc:
         raise ModelLoadError(
             "backend 'vllm' needs vLLM: pip install 'steadyrank[vllm]' (GPU machines only)"

@@ -15,7 +15,7 @@ from steadyrank.serve.app.settings import Settings, load_settings
 from steadyrank.serve.runtime.errors import InvalidInputError
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: retrieval.protocols.Embedder declares model_id and dim as plain (writable) attributes
 class EmbedderIdentity:
     """The embedder as the Retriever's index store sees it: its identity (checked against the
     manifest when the index opens), no weights; query vectors come from the Embedder deployment."""
@@ -60,7 +60,7 @@ class Retriever:
             raise InvalidInputError(f"mode {mode!r} needs the query vector")
         try:
             found = self.store.search(query, mode=mode, depth=depth, rrf_k=s.rrf_k,
-                                      rrf_weights=tuple(s.rrf_weights), vector=vector)
+                                      rrf_weights=s.rrf_weights, vector=vector)
         except ValueError as exc:
             raise InvalidInputError(str(exc)) from None
         return CandidatePool.from_store(self.store, found, with_vectors)

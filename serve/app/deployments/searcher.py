@@ -13,6 +13,7 @@ from ray import serve
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool, PassScores, Ranked, SearchModels, search
 from steadyrank.retrieval.rewrite import LlmRewriter
+from steadyrank.retrieval.routing import Route
 from steadyrank.serve.app import tracing
 from steadyrank.serve.app.deployments.reranker import record_ties
 from steadyrank.serve.app.settings import Settings, load_settings
@@ -31,7 +32,7 @@ class Searcher:
         settings = load_settings(settings)
         self.settings = settings
         self.policy = settings.routing_policy()
-        self.route = settings.routing.route
+        self.route: Route = settings.routing.route
         self.embedder, self.retriever = embedder, retriever
         self.rerankers = {"primary": reranker, "canary": canary}
         models = {"primary": settings.reranker_model, "canary": settings.canary}
@@ -128,9 +129,11 @@ class Searcher:
         for stage, seconds in ranked.timings.items():
             rec.observe("steadyrank_stage_duration_seconds", seconds, stage=stage)
         rec.observe("steadyrank_candidates_reranked", ranked.k)
-        decision = ranked.decision
+        decision, ranking = ranked.decision, ranked.ranking
+        # the pipeline always reranks here (_models passes a score): a ranking and a routing decision
+        assert decision is not None and ranking is not None
         rec.inc("steadyrank_route_decisions_total", escalated="true" if decision.escalated else "false")
         if decision.escalated:
             for code in set(decision.codes):
                 rec.inc("steadyrank_escalations_total", reason=code)
-        record_ties(rec, ranked.ranking.tie_group_size_at_cutoff, ranked.ranking.rescored)
+        record_ties(rec, ranking.tie_group_size_at_cutoff, ranking.rescored)

@@ -120,7 +120,7 @@ class ShardedRetriever:
                  for shard in self.shards]
         gathered = await scatter_gather(
             calls, mode=mode, depth=depth, timeout_s=index.shard_timeout_s, partial_ok=index.partial_results,
-            rrf_k=s.rrf_k, rrf_weights=tuple(s.rrf_weights),
+            rrf_k=s.rrf_k, rrf_weights=s.rrf_weights,
         )
         self.recorder.observe("steadyrank_stage_duration_seconds", time.perf_counter() - started, stage="scatter_gather")
         if gathered.partial:

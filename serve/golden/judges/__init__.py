@@ -93,10 +93,10 @@ class RerankerJudgeSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["reranker"] = "reranker"
-    model: str = Field("bundled", description="model directory, or 'bundled' (all-MiniLM-L6-v2 bi-encoder)")
+    model: str = Field(default="bundled", description="model directory, or 'bundled' (all-MiniLM-L6-v2 bi-encoder)")
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     thresholds: list[float] = Field(
-        [0.25, 0.4, 0.5, 0.6], min_length=4, max_length=4,
+        default=[0.25, 0.4, 0.5, 0.6], min_length=4, max_length=4,
         description="score thresholds of grades 2, 3, 4, 5 (ascending); defaults fit the bundled MiniLM's cosine",
     )
 
