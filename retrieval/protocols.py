@@ -45,7 +45,8 @@ class Reranker(Protocol):
     settled by ``fp32_keys`` (the same pairs through an FP32 forward pass).
     """
 
-    rescores_boundary_ties: bool
+    @property
+    def rescores_boundary_ties(self) -> bool: ...
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> ScoredPairs:
         """Score every (query, document) pair."""

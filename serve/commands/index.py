@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, cast, get_args
+from typing import Any, get_args
 
 from tqdm import tqdm
 
@@ -37,9 +37,7 @@ def load_reranker_arg(model: str, precision: Precision) -> Reranker:
     bundled all-MiniLM-L6-v2 bi-encoder (FP32 dot product under HPS) for ``"bundled"``."""
     from steadyrank.serve.runtime import ModelSettings, load_scorer
 
-    scorer = load_scorer(ModelSettings(path=None if model == BUNDLED else model, precision=precision))
-    # cast: Reranker declares rescores_boundary_ties a plain (writable) attribute; Scorer's is a read-only property
-    return cast(Reranker, scorer)
+    return load_scorer(ModelSettings(path=None if model == BUNDLED else model, precision=precision))
 
 
 def add_embedder_argument(parser: argparse.ArgumentParser) -> None:
