@@ -262,8 +262,9 @@ class ModelList(ResponseModel):
         then one card per alias (``root`` = the model's id)."""
         data = []
         for task, facts, aliases in served:
-            data.append(ModelCard(id=facts["model"], task=task, **facts, aliases=list(aliases)))
-            data += [ModelCard(id=alias, task=task, root=facts["model"]) for alias in aliases]
+            # aliases, root and the facts are extra fields (extra="allow"), which the typed __init__ does not take
+            data.append(ModelCard.model_validate(dict(id=facts["model"], task=task, **facts, aliases=list(aliases))))
+            data += [ModelCard.model_validate({"id": alias, "task": task, "root": facts["model"]}) for alias in aliases]
         return cls(data=data)
 
 

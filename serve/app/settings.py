@@ -600,7 +600,8 @@ class Settings(_Section):
     search: SearchSettings = Field(default_factory=SearchSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
-    deployments: DeploymentsSettings = Field(default_factory=lambda: DeploymentsSettings())
+    # validated from {}: the before-validator fills each deployment in from its defaults
+    deployments: DeploymentsSettings = Field(default_factory=lambda: DeploymentsSettings.model_validate({}))
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     quality: QualitySettings = Field(default_factory=QualitySettings)
     http: HttpSettings = Field(default_factory=HttpSettings)

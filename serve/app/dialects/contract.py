@@ -78,7 +78,8 @@ def install(app: FastAPI, values: dict[str, Any]) -> None:
         if app.openapi_schema is None:
             schema = FastAPI.openapi(app)
             _hoist_defs(schema)
-            app.openapi_schema = apply_limits(schema, values)
+            apply_limits(schema, values)  # in place
+            app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi_schema = None

@@ -25,8 +25,7 @@ from steadyrank.serve.contracts import RerankOutcome
 from steadyrank.serve.runtime.errors import InputTooLongError, SchemaError
 
 Direction = Literal["right", "left", "Right", "Left"]
-_DIRECTION = dict(json_schema_extra=limited(enum="truncation_directions"),
-                  description="only the model's configured truncation_side is served")
+_DIRECTION_DOC = "only the model's configured truncation_side is served"
 
 
 def _refuse_true(field: str, why: str):  # type: ignore[no-untyped-def]
@@ -55,7 +54,8 @@ class TeiRerankRequest(BaseModel):
     return_text: Flag | None = Field(False, description="include each text in its result")
     truncate: Flag | None = Field(None, description="true: cut over-long texts; false: refuse them (413); "
                                                     "omitted: the model's overflow setting")
-    truncation_direction: Direction | None = Field(None, **_DIRECTION)
+    truncation_direction: Direction | None = Field(None, json_schema_extra=limited(enum="truncation_directions"),
+                                                   description=_DIRECTION_DOC)
 
     _raw = _refuse_true("raw_scores", "raw logits are not returned; scores are φ of the FP32 logit")
 
@@ -68,7 +68,8 @@ class TeiEmbedRequest(BaseModel):
     normalize: Flag | None = Field(True, description="only true: vectors are L2-normalised (in FP32 under HPS)",
                                    json_schema_extra={"enum": [True, None]})
     truncate: Flag | None = Field(None, description="as in /rerank")
-    truncation_direction: Direction | None = Field(None, **_DIRECTION)
+    truncation_direction: Direction | None = Field(None, json_schema_extra=limited(enum="truncation_directions"),
+                                                   description=_DIRECTION_DOC)
 
     _normalize = _refuse_false("normalize", "vectors are served L2-normalised")
 
