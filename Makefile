@@ -44,8 +44,7 @@ reference: setup
 # basedpyright (configured in pyproject.toml: strict for metrics/ and retrieval/, standard over the rest) runs
 # before the tests too, over build/typecheck/steadyrank: links to the top-level folders under their import names
 # (the editable install's import hook is invisible to a type checker, and pyright does not walk linked folders,
-# hence the explicit file list). Errors recorded in
-# .basedpyright/baseline.json (the ones not yet fixed) are not reported; any new one fails.
+# hence the explicit file list). Any error fails (no baseline of older errors is kept).
 typecheck: setup
 	@mkdir -p build/typecheck/steadyrank
 	@for part in metrics retrieval serve; do ln -sfn ../../../$$part build/typecheck/steadyrank/$$part; done

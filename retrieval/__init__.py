@@ -19,7 +19,33 @@ The names below are imported on first use (PEP 562), so importing one light subm
 ``retrieval.modes`` in the HTTP ingress) does not load FAISS, bm25s and numba into the process.
 """
 
+from typing import TYPE_CHECKING
+
 from steadyrank.lazy import lazy_exports
+
+if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ below imports each name on first use
+    from steadyrank.retrieval.bm25 import Bm25Settings
+    from steadyrank.retrieval.build import build_index
+    from steadyrank.retrieval.calibration import Calibration, calibrate, observe, replay_route
+    from steadyrank.retrieval.corpus import Corpus, CorpusError, Document, read_corpus, read_documents, read_queries
+    from steadyrank.retrieval.dense import DenseSettings
+    from steadyrank.retrieval.fsio import IndexLockedError, IndexWriteError
+    from steadyrank.retrieval.fusion import reciprocal_rank_fusion
+    from steadyrank.retrieval.generations import IndexIntegrityError
+    from steadyrank.retrieval.index import Index, open_index
+    from steadyrank.retrieval.pipeline import Ranked, rerank_candidates, serve_order
+    from steadyrank.retrieval.protocols import Embedder, Reranker
+    from steadyrank.retrieval.routing import (
+        RoutingDecision,
+        RoutingSettings,
+        RoutingSignals,
+        compute_signals,
+        decide,
+        load_settings,
+    )
+    from steadyrank.retrieval.search import Candidates
+    from steadyrank.retrieval.shards import ShardedIndex
+    from steadyrank.retrieval.store import EmbedderMismatchError, IndexStore
 
 #: public name → the submodule that defines it
 _EXPORTS: dict[str, str] = {
@@ -59,5 +85,13 @@ _EXPORTS: dict[str, str] = {
     "build_index": "steadyrank.retrieval.build",
 }
 
-__all__ = sorted(_EXPORTS)
+# sorted(_EXPORTS), spelled out: a type checker reads only a literal __all__ (tests/test_layout.py checks both)
+__all__ = [
+    "Bm25Settings", "Calibration", "Candidates", "Corpus", "CorpusError", "DenseSettings", "Document",
+    "Embedder", "EmbedderMismatchError", "Index", "IndexIntegrityError", "IndexLockedError", "IndexStore",
+    "IndexWriteError", "Ranked", "Reranker", "RoutingDecision", "RoutingSettings", "RoutingSignals",
+    "ShardedIndex", "build_index", "calibrate", "compute_signals", "decide", "load_settings", "observe",
+    "open_index", "read_corpus", "read_documents", "read_queries", "reciprocal_rank_fusion", "replay_route",
+    "rerank_candidates", "serve_order",
+]
 __getattr__ = lazy_exports(__name__, _EXPORTS)

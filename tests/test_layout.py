@@ -127,3 +127,28 @@ def test_serve_parts_import_only_lower_parts():
             if SERVE_LAYERS[other] >= SERVE_LAYERS[own]:
                 problems.append(f"serve/{rel}:{line} imports {module} ({own} may not import {other})")
     assert problems == []
+
+
+def _type_checking_imports(tree: ast.Module) -> dict[str, str]:
+    """``{name: module}`` of the ``from module import name`` statements under ``if TYPE_CHECKING:``."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom) and stmt.module, ast.dump(stmt)
+                found.update({alias.name: stmt.module for alias in stmt.names})
+    return found
+
+
+def test_lazy_packages_declare_their_exports_alike_in_all_three_places():
+    """A package with lazy exports (``steadyrank.lazy.lazy_exports``) names each export three times: in
+    ``_EXPORTS`` (what ``__getattr__`` imports at run time), in the literal ``__all__`` and in the
+    ``if TYPE_CHECKING:`` imports (what a type checker reads). They must agree, name and module."""
+    import importlib
+
+    for package, folder in (("steadyrank.retrieval", "retrieval"), ("steadyrank.serve.runtime", "serve/runtime")):
+        module = importlib.import_module(package)
+        exports: dict[str, str] = module._EXPORTS
+        assert module.__all__ == sorted(exports), package
+        tree = ast.parse((REPO / folder / "__init__.py").read_text())
+        assert _type_checking_imports(tree) == exports, package
