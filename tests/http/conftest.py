@@ -76,7 +76,8 @@ class FakeEmbedder:
     async def info(self) -> dict[str, Any]:
         return {"model": EMBEDDER_ID, "dim": 4, "precision": "fp32", "scoring": "hps", "max_length": 8}
 
-    async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None) -> dict[str, Any]:
+    async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None,
+                    shadow: bool = False) -> dict[str, Any]:
         await self.behaviour.act(texts)
         vectors = np.tile(np.array([[0.5, 0.5, 0.5, 0.5]], np.float32), (len(texts), 1))
         return {"vectors": vectors, "tokens": sum(len(t.split()) for t in texts) if count_tokens else None}
