@@ -5,9 +5,10 @@ answer: a Ray Serve ``DeploymentHandle`` does so in the split layout, a
 :class:`~serve.app.colocated.LocalHandle` in the colocated one, the stand-ins of the in-process
 tests (tests/http) likewise. Each Protocol below names the methods the routes call and, through
 their ``remote`` signatures, the arguments and answer of each, so that the type checker verifies
-every call the HTTP layer makes (the handles themselves are untyped: they are cast to these once,
-where :class:`~serve.app.http.services.Services` is built). ``tests/serve/test_graph.py`` checks
-that every method here exists on its deployment class with the same parameters.
+every call the HTTP layer makes (the handles themselves are untyped: Ray's and the colocated
+layout's reach :class:`~serve.app.http.services.Services` as ``Any``, so nothing checks that they fit
+at run time). ``tests/serve/test_graph.py`` checks that every method here exists on its deployment
+class with the same parameters.
 """
 
 from __future__ import annotations
