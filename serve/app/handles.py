@@ -14,13 +14,17 @@ class with the same parameters.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from steadyrank.serve.contracts import RerankOutcome, SearchCall, SearchOutcome
 
+_Answer = TypeVar("_Answer", covariant=True)
 
-class _Info(Protocol):
-    def remote(self) -> Awaitable[dict[str, Any]]: ...
+
+class _Ask(Protocol[_Answer]):
+    """A method called without arguments (``info``, ``ready``, ``render``, ``status``, ``canary_report``)."""
+
+    def remote(self) -> Awaitable[_Answer]: ...
 
 
 class _Rerank(Protocol):
@@ -37,23 +41,15 @@ class _Search(Protocol):
     def remote(self, request: SearchCall | dict[str, Any]) -> Awaitable[SearchOutcome]: ...
 
 
-class _Render(Protocol):
-    def remote(self) -> Awaitable[bytes]: ...
-
-
 class _Mirror(Protocol):
     def remote(self, event: dict[str, Any]) -> Awaitable[None]: ...
-
-
-class _Report(Protocol):
-    def remote(self) -> Awaitable[dict[str, Any]]: ...
 
 
 class RerankerHandle(Protocol):
     """``Reranker`` (serve.app.deployments.reranker)."""
 
     @property
-    def info(self) -> _Info: ...
+    def info(self) -> _Ask[dict[str, Any]]: ...
     @property
     def rerank(self) -> _Rerank: ...
 
@@ -62,7 +58,7 @@ class EmbedderHandle(Protocol):
     """``Embedder`` (serve.app.deployments.embedder)."""
 
     @property
-    def info(self) -> _Info: ...
+    def info(self) -> _Ask[dict[str, Any]]: ...
     @property
     def embed(self) -> _Embed: ...
 
@@ -71,7 +67,7 @@ class SearcherHandle(Protocol):
     """``Searcher`` (serve.app.deployments.searcher)."""
 
     @property
-    def ready(self) -> _Info: ...
+    def ready(self) -> _Ask[dict[str, Any]]: ...
     @property
     def search(self) -> _Search: ...
 
@@ -80,9 +76,9 @@ class MetricsHubHandle(Protocol):
     """``MetricsHub`` (serve.app.deployments.metrics_hub)."""
 
     @property
-    def ready(self) -> _Info: ...
+    def ready(self) -> _Ask[dict[str, Any]]: ...
     @property
-    def render(self) -> _Render: ...
+    def render(self) -> _Ask[bytes]: ...
 
 
 class EvaluatorHandle(Protocol):
@@ -91,9 +87,9 @@ class EvaluatorHandle(Protocol):
     @property
     def mirror(self) -> _Mirror: ...
     @property
-    def status(self) -> _Report: ...
+    def status(self) -> _Ask[dict[str, Any]]: ...
     @property
-    def canary_report(self) -> _Report: ...
+    def canary_report(self) -> _Ask[dict[str, Any]]: ...
 
 
 #: Each Protocol and the deployment class it stands for (module, class name), for the drift test.

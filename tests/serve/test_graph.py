@@ -61,6 +61,7 @@ def test_every_handle_protocol_matches_its_deployment_class() -> None:
     stands for, with the same parameters (names, kinds, defaults) as its ``remote``: the type checker
     verifies the HTTP layer's calls against these Protocols, so they must not drift from the classes."""
     import importlib
+    from typing import get_origin, get_type_hints
 
     from steadyrank.serve.app import handles
 
@@ -69,6 +70,7 @@ def test_every_handle_protocol_matches_its_deployment_class() -> None:
         methods = {m: value for m, value in vars(protocol).items() if isinstance(value, property)}
         assert methods, protocol
         for method, prop in methods.items():
-            call_shape = vars(handles)[inspect.signature(prop.fget).return_annotation]  # e.g. _Rerank
+            shape = get_type_hints(prop.fget, vars(handles))["return"]  # e.g. _Rerank, _Ask[bytes]
+            call_shape = get_origin(shape) or shape
             assert inspect.iscoroutinefunction(getattr(cls, method)), (name, method)
             assert _parameters(call_shape.remote) == _parameters(getattr(cls, method)), (name, method)
