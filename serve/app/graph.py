@@ -90,7 +90,9 @@ def components(settings: Settings) -> list[Component]:
                                                   Ref("canary_reranker") if canary else None, HUB)))
     if settings.quality.enabled:
         from steadyrank.serve.quality.deployment import ShadowEvaluator
+        from steadyrank.serve.quality.service import GoldenProfile
 
         variants = ("primary", "canary") if canary else ("primary",)
-        graph.append(Component("evaluator", ShadowEvaluator, (settings.quality, Ref("searcher"), HUB, variants)))
+        profile = GoldenProfile(settings.search.default_mode, settings.search.denoise)
+        graph.append(Component("evaluator", ShadowEvaluator, (settings.quality, Ref("searcher"), HUB, variants, profile)))
     return graph

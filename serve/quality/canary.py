@@ -1,7 +1,10 @@
 """Canary comparison: paired, tie-aware deltas between the primary and the canary, and a verdict.
 
-Golden queries replayed through both variants are paired by query id (the latest evaluation of
-each). For every guarded measure, with ``d = canary − primary`` per query:
+Golden queries replayed through both variants are paired by query id: the latest *replay* of each
+query (mirrored evaluations run under a user's ``top_n`` and never pair). The service passes each
+variant's window (:meth:`~.monitor.QualityWindow.replays`), which holds distinct queries, so a
+query searched many times is still one pair, and a canary verdict weighs every golden query alike.
+For every guarded measure, with ``d = canary − primary`` per query:
 
 - ``delta``: paired bootstrap CI of mean d on the expected values;
 - ``worst``: the same on ``canary.min − primary.max`` (the canary's worst tie order against the
@@ -20,7 +23,8 @@ tie-aware intervals):
 4. otherwise ``hold``.
 
 Agreement on mirrored user traffic: mean top-10 overlap ``|A₁₀ ∩ B₁₀| / 10`` and mean Kendall τ-b
-of the two variants' scores over the documents both ranked.
+of the two variants' scores over the documents both ranked, one agreement per distinct query (the
+service keeps the latest of each).
 """
 
 from __future__ import annotations

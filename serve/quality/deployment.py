@@ -1,7 +1,8 @@
 """The shadow evaluator as a Ray Serve deployment: one low-concurrency replica off the request path.
 
 Bound by the application builder as
-``ShadowEvaluator.bind(quality_settings, searcher_handle, metrics_hub_handle, variants)``.
+``ShadowEvaluator.bind(quality_settings, searcher_handle, metrics_hub_handle, variants, profile)``
+(``profile``: the :class:`~serve.quality.service.GoldenProfile` of the server's search defaults).
 It replays golden queries through the Searcher (the same handles and routing users get) every
 ``interval_s``, evaluates mirrored responses the ingress hands it after replying, and exports the
 golden and canary gauges through the metrics hub. With ``quality.probes.enabled`` it also replays the
@@ -20,7 +21,7 @@ from ray.serve.handle import DeploymentHandle
 from steadyrank.serve.contracts import SearchCall, Variant
 from steadyrank.serve.quality.golden import load_golden
 from steadyrank.serve.quality.probes import LiveProbes
-from steadyrank.serve.quality.service import QualityService
+from steadyrank.serve.quality.service import GoldenProfile, QualityService
 from steadyrank.serve.quality.settings import QualitySettings
 from steadyrank.serve.telemetry import MetricsStore, Recorder
 
@@ -35,7 +36,7 @@ class ShadowEvaluator:
     """Golden replays, live mirroring and canary reports (see ``serve.quality.service``)."""
 
     def __init__(self, settings: QualitySettings | dict, searcher: DeploymentHandle,
-                 hub: DeploymentHandle | MetricsStore, variants: Sequence[Variant] = ("primary",)) -> None:
+                 hub: DeploymentHandle | MetricsStore, variants: Sequence[Variant], profile: GoldenProfile) -> None:
         """Runs on the replica's event loop (Ray Serve calls a constructor there; so does the
         colocated Ingress, :mod:`serve.app.colocated`), where the replay loop starts."""
         settings = QualitySettings.model_validate(settings)
@@ -44,7 +45,7 @@ class ShadowEvaluator:
         async def search(request: SearchCall) -> dict:
             return (await searcher.search.remote(request)).model_dump()
 
-        self.service = QualityService(settings, golden, search, Recorder(hub), variants)
+        self.service = QualityService(settings, golden, search, Recorder(hub), variants, profile=profile)
         self._replays = asyncio.get_running_loop().create_task(self.service.run_forever())
         self.probes: LiveProbes | None = None
         if settings.probes.enabled:

@@ -3,15 +3,23 @@
 Each evaluation scores one served ranking (the full reranked candidate list, in the order the
 user saw it, with its exact scores) against a golden query's judgments with ``metrics.evaluate``:
 the tie-oblivious value is therefore what the user got, and expected/min/max say how much of it
-was decided by ties. A window keeps the last N evaluations of each variant.
+was decided by ties.
+
+A window holds, per variant, the latest evaluation of each of the last ``size`` *distinct* golden
+queries evaluated: a query evaluated again (a repeat, by replay or mirror) replaces its own entry and
+moves it to the newest end, it never adds a second one. So every golden query weighs the same in the
+window's means however often it is searched, and one client repeating one golden query moves the
+window by that one query (issue 36). Each entry also keeps the query's latest *replay*, which the
+canary comparison pairs on (:mod:`.canary`), and how many evaluations it absorbed.
 """
 
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -93,21 +101,58 @@ def _mean(values: Iterable[float]) -> float:
     return float(defined.mean()) if defined.size else float("nan")
 
 
+#: Where an evaluation came from: a scheduled golden replay, or a mirrored user search.
+SOURCES = ("replay", "mirror")
+
+
+@dataclass(frozen=True)
+class WindowEntry:
+    """One golden query in a window: its ``latest`` evaluation (any source), its latest ``replay``
+    (None until it was replayed), and the ``evaluations`` it absorbed since it entered the window."""
+
+    latest: GoldenEvaluation
+    replay: GoldenEvaluation | None
+    evaluations: int
+
+
 class QualityWindow:
-    """The last ``size`` evaluations of each variant."""
+    """Per variant, the latest evaluation of each of the last ``size`` distinct golden queries
+    (module docstring): a repeat refreshes its query's entry, the least recently evaluated query
+    leaves first."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._windows: dict[str, deque[GoldenEvaluation]] = {}
+        self._windows: dict[str, OrderedDict[str, WindowEntry]] = {}
 
     def add(self, evaluation: GoldenEvaluation) -> None:
-        self._windows.setdefault(evaluation.variant, deque(maxlen=self.size)).append(evaluation)
+        window = self._windows.setdefault(evaluation.variant, OrderedDict())
+        previous = window.pop(evaluation.query_id, None)
+        replay = evaluation if evaluation.source == "replay" else None if previous is None else previous.replay
+        window[evaluation.query_id] = WindowEntry(evaluation, replay, 1 if previous is None else previous.evaluations + 1)
+        while len(window) > self.size:
+            window.popitem(last=False)
 
     def variants(self) -> list[str]:
         return sorted(self._windows)
 
     def evaluations(self, variant: str) -> list[GoldenEvaluation]:
-        return list(self._windows.get(variant, ()))
+        """The latest evaluation of each query in ``variant``'s window, least recently evaluated first."""
+        return [entry.latest for entry in self._windows.get(variant, {}).values()]
+
+    def replays(self, variant: str) -> list[GoldenEvaluation]:
+        """The latest replay of each query in ``variant``'s window that has one (the canary's pairs)."""
+        return [entry.replay for entry in self._windows.get(variant, {}).values() if entry.replay is not None]
+
+    def composition(self, variant: str) -> dict[str, Any]:
+        """What ``variant``'s window holds: ``queries`` (distinct golden queries), ``evaluations``
+        (absorbed by their entries), ``repeats_refreshed`` (= evaluations − queries: repeats that
+        replaced an entry instead of adding one), ``by_source`` (queries whose latest evaluation is a
+        replay or a mirror) and ``replayed`` (queries with a replay, the canary's pairs)."""
+        entries = list(self._windows.get(variant, {}).values())
+        absorbed = sum(e.evaluations for e in entries)
+        return {"queries": len(entries), "evaluations": absorbed, "repeats_refreshed": absorbed - len(entries),
+                "by_source": {source: sum(e.latest.source == source for e in entries) for source in SOURCES},
+                "replayed": sum(e.replay is not None for e in entries)}
 
     def summary(self, variant: str) -> WindowSummary:
         window = self.evaluations(variant)

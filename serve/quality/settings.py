@@ -60,7 +60,10 @@ class QualitySettings(BaseModel):
     interval_s: float = Field(default=30.0, gt=0, description="seconds between golden replay rounds")
     sample_size: int = Field(default=2, ge=1,
                              description="golden queries replayed per round (rate limit; each replay costs one full rerank)")
-    window: int = Field(default=200, ge=1, description="evaluations per variant kept in the sliding window")
+    window: int = Field(default=200, ge=1, description="distinct golden queries per variant kept in the sliding window "
+                                                   "(the latest evaluation of each: a repeated query refreshes its "
+                                                   "entry, never adds one); also the distinct queries of the "
+                                                   "canary agreement")
     top_n: int = Field(default=30, ge=1, description="results requested per replayed query")
     mirror_fraction: float = Field(
         default=1.0, ge=0, le=1, description="fraction of /v1/search requests matching a golden query that are evaluated"

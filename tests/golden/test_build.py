@@ -18,7 +18,7 @@ from steadyrank.retrieval.store import IndexStore
 from steadyrank.serve.cli import main
 from steadyrank.serve.contracts import SearchCall
 from steadyrank.serve.quality.golden import load_golden
-from steadyrank.serve.quality.service import QualityService
+from steadyrank.serve.quality.service import GoldenProfile, QualityService
 from steadyrank.serve.quality.settings import QualitySettings
 from tests.golden.conftest import build_args, first_json, output_files
 from tests.golden.llm_standin import StandinLLM, judge_config
@@ -126,11 +126,11 @@ def test_built_golden_set_feeds_the_shadow_evaluator(reference, demo_index):
     store = IndexStore.open(demo_index)
 
     async def search(request: SearchCall) -> dict:
-        hits = store.search(request.query, mode="bm25", depth=request.top_n)
+        hits = store.search(request.query, mode=request.mode, depth=request.top_n)
         return {"candidates": [{"id": d, "relevance_score": float(s)} for d, s in zip(hits.doc_ids, hits.scores, strict=False)],
                 "meta": {"escalated": False}}
 
-    service = QualityService(settings, golden, search, MemoryRecorder())
+    service = QualityService(settings, golden, search, MemoryRecorder(), profile=GoldenProfile("bm25", "off"))
     assert asyncio.run(service.replay_round()) == 3
     window = service.status()["windows"]["primary"]
     assert window["n"] == 3 and 0 < window["quality"]["ra_nwg@10"]["expected"] <= 1

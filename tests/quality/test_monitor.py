@@ -28,18 +28,42 @@ def test_evaluation_equals_metrics_evaluate():
     assert e.escalated and e.k == len(CANDIDATES)
 
 
-def test_window_keeps_last_n_and_averages_defined_values():
+def _query(i: int) -> GoldenQuery:
+    return GoldenQuery(f"q{i}", f"query {i}", GOLDEN.judgments)
+
+
+def test_window_keeps_the_last_n_distinct_queries_and_averages_defined_values():
     window = QualityWindow(size=3)
     for i in range(5):
         cands = [("d1", 1.0), ("x", 0.5)] if i % 2 else [("x", 1.0), ("d1", 0.5)]
-        window.add(evaluate_ranking(GOLDEN, cands, variant="primary", source="replay", latency_s=i))
+        window.add(evaluate_ranking(_query(i), cands, variant="primary", source="replay", latency_s=i))
     summary = window.summary("primary")
     assert summary.n == 3
-    # the last three rankings: i = 2 (d1 second), 3 (first), 4 (second) → MRR mean (0.5 + 1 + 0.5) / 3
+    # the last three queries: q2 (d1 second), q3 (first), q4 (second) → MRR mean (0.5 + 1 + 0.5) / 3
     assert summary.quality["mrr@10"]["expected"] == pytest.approx(2 / 3)
     assert summary.latency_p50_s == 3
     assert window.variants() == ["primary"]
     assert math.isnan(window.summary("canary").quality["ndcg@10"]["expected"])
+
+
+def test_a_repeat_refreshes_its_query_and_keeps_its_latest_replay():
+    """A query evaluated again replaces its entry (and becomes the newest), it never adds one; the
+    entry keeps the latest replay for the canary's pairs."""
+    window = QualityWindow(size=2)
+    first, second = [("d1", 1.0), ("x", 0.5)], [("x", 1.0), ("d1", 0.5)]
+    window.add(evaluate_ranking(_query(0), first, variant="primary", source="replay"))
+    window.add(evaluate_ranking(_query(1), first, variant="primary", source="replay"))
+    for _ in range(50):
+        window.add(evaluate_ranking(_query(0), second, variant="primary", source="mirror"))
+    assert [e.query_id for e in window.evaluations("primary")] == ["q1", "q0"]
+    assert window.summary("primary").quality["mrr@10"]["expected"] == pytest.approx((1 + 0.5) / 2)
+    assert [(e.query_id, e.source) for e in window.replays("primary")] == [("q1", "replay"), ("q0", "replay")]
+    assert window.composition("primary") == {"queries": 2, "evaluations": 52, "repeats_refreshed": 50,
+                                             "by_source": {"replay": 1, "mirror": 1}, "replayed": 2}
+    window.add(evaluate_ranking(_query(2), first, variant="primary", source="mirror"))  # q1, least recent, leaves
+    assert [e.query_id for e in window.evaluations("primary")] == ["q0", "q2"]
+    assert [e.query_id for e in window.replays("primary")] == ["q0"]
+    assert window.composition("primary")["evaluations"] == 52  # q0's 51 and q2's 1
 
 
 def test_bad_rankings_are_refused():

@@ -10,6 +10,7 @@ import pytest
 
 from steadyrank.serve.app.graph import HUB, INGRESS_ARGS, Ref, components
 from steadyrank.serve.app.settings import load_settings
+from steadyrank.serve.quality.service import GoldenProfile
 
 
 def keys(graph) -> list[str]:
@@ -46,8 +47,9 @@ def test_optional_components_follow_the_settings() -> None:
     assert keys(plain) == ["metrics_hub", "embedder", "reranker", "retriever", "searcher"]
     searcher = plain[-1]
     assert searcher.args[1:] == (Ref("embedder"), Ref("retriever"), Ref("reranker"), None, HUB)
-    full = components(load_settings({"quality": {"enabled": True}}))
-    assert keys(full)[-1] == "evaluator" and full[-1].args[1:] == (Ref("searcher"), HUB, ("primary",))
+    full = components(load_settings({"quality": {"enabled": True}, "search": {"default_mode": "bm25", "denoise": "off"}}))
+    assert keys(full)[-1] == "evaluator"
+    assert full[-1].args[1:] == (Ref("searcher"), HUB, ("primary",), GoldenProfile("bm25", "off"))
     reranker = next(c for c in full if c.key == "reranker")
     assert reranker.ray_options(load_settings({}))["name"] == "Reranker"
 

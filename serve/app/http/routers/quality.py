@@ -31,5 +31,11 @@ async def canary(request: Request) -> Response:
 @router.get("/v1/quality", tags=["quality"], responses=errors(400, 401, 404, 503, 504),
             dependencies=[Depends(endpoint("quality", record=False)), Depends(authorised)])
 async def quality(request: Request) -> Response:
-    """The shadow evaluator's status: windows, counts, last success."""
+    """The shadow evaluator's status: windows, counts, last success. Per variant, `windows.<variant>` holds
+    the latest evaluation of each of the last `quality.window` distinct golden queries (`n` of them) and
+    its `composition`: `queries`, `evaluations` (absorbed), `repeats_refreshed` (repeats that replaced
+    their query's entry), `by_source` (`replay`, `mirror`: where each query's latest evaluation came
+    from) and `replayed` (queries with a replay: the canary's pairs). `evaluation_settings` names the
+    mode and denoise golden evaluations run under; `mirror_skipped_settings` counts golden-matching
+    searches under other settings, which are not evaluated (docs/guides/quality.md)."""
     return await _report(request, "status")
