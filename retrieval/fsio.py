@@ -59,13 +59,19 @@ def fsync_tree(root: Path) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically: a reader sees the old or the new bytes, never a mix."""
+    """Replace ``path`` with ``data`` atomically: a reader sees the old or the new bytes, never a mix.
+    A write that fails (a full disk) removes its temporary file; one killed mid-write leaves it behind
+    (``.NAME.tmp-PID``) and ``path`` untouched."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
 
 

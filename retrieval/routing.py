@@ -37,6 +37,7 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from steadyrank.metrics import straddling_group
+from steadyrank.retrieval.fsio import atomic_write_bytes
 
 Route = Literal["dynamic", "fixed50", "fixed100"]
 ROUTES: tuple[Route, ...] = ("dynamic", "fixed50", "fixed100")
@@ -120,11 +121,13 @@ class RoutingSettings:
 
 
 def save_settings(path: str | Path, settings: RoutingSettings, provenance: dict[str, Any] | None = None) -> None:
-    """Write ``{"routing": settings, "calibration": provenance}`` as JSON."""
+    """Write ``{"routing": settings, "calibration": provenance}`` as JSON, atomically
+    (:func:`~retrieval.fsio.atomic_write_bytes`): a crash or a full disk mid-write leaves the previous
+    file whole, so the server that reads it at start never finds it torn."""
     document: dict[str, Any] = {"routing": settings.to_json()}
     if provenance is not None:
         document["calibration"] = provenance
-    Path(path).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    atomic_write_bytes(Path(path), (json.dumps(document, indent=2) + "\n").encode("utf-8"))
 
 
 def load_settings(path: str | Path) -> RoutingSettings:
