@@ -90,13 +90,15 @@ def sha256_bytes(data: bytes) -> str:
 
 
 class WriterLock:
-    """An exclusive, non-blocking ``flock`` on ``path`` held until :meth:`release`.
+    """An exclusive, non-blocking ``flock`` on ``path`` held until :meth:`release` (or the end of a
+    ``with`` block).
 
     The kernel drops the lock when the holder dies (SIGKILL included), so a crash never leaves a
-    stale lock behind. The holder's pid is written into the file for the error message.
+    stale lock behind. The holder's pid is written into the file for the error message, which names
+    ``folder`` (default: the lock file's folder) as the thing locked.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, folder: Path | None = None) -> None:
         self.path = path
         self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -107,8 +109,8 @@ class WriterLock:
             self._fd = None
             if exc.errno in (errno.EAGAIN, errno.EACCES):
                 raise IndexLockedError(
-                    f"{path.parent} is locked for writing by another process (pid {holder}); "
-                    "only one writer at a time"
+                    f"{path.parent if folder is None else folder} is locked for writing by another process "
+                    f"(pid {holder}); only one writer at a time"
                 ) from None
             raise
         try:
@@ -117,6 +119,12 @@ class WriterLock:
         except OSError:
             self.release()  # a full disk: give the lock back rather than hold it on a leaked descriptor
             raise
+
+    def __enter__(self) -> WriterLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
     def release(self) -> None:
         """Give the lock back (idempotent)."""

@@ -106,7 +106,7 @@ def run_build(args: argparse.Namespace) -> int:
 
     from steadyrank.retrieval.corpus import read_queries
     from steadyrank.retrieval.store import IndexStore
-    from steadyrank.serve.golden.build import GoldenBuild, check_out_dir, remove_outputs
+    from steadyrank.serve.golden.build import GoldenBuild, check_out_dir, lock_out_dir, remove_outputs
     from steadyrank.serve.golden.judges import load_judge_settings, make_judge
 
     settings = _build_settings(args)
@@ -138,6 +138,7 @@ def run_build(args: argparse.Namespace) -> int:
                         for p, (_, s) in zip(args.index, stores, strict=True)],
             "queries_sha256": hashlib.sha256(json.dumps(queries, sort_keys=True).encode()).hexdigest(),
         }
+        stack.enter_context(lock_out_dir(out))  # one build per folder: refused here, before any judge call
         if args.overwrite:
             remove_outputs(out)
         summary = GoldenBuild(stores, queries, judge, settings, out).run(fingerprint, overwrite=args.overwrite)

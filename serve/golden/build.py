@@ -5,7 +5,7 @@ judge calls per query), then pruning and listwise refinement per query. A query'
 (:mod:`.checkpoint`) records what is done, so a restarted build skips it; with a deterministic
 judge the outputs equal an uninterrupted build's byte for byte. Outputs (:func:`write_outputs`):
 ``golden.jsonl`` (the server's golden format plus ``ranking``, the refined order), ``audit/<query>.json``
-and ``summary.json``.
+and ``summary.json``. One build at a time writes a folder (:func:`lock_out_dir`).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
-from steadyrank.retrieval.fsio import atomic_write_bytes, fsync_dir, make_dirs
+from steadyrank.retrieval.fsio import WriterLock, atomic_write_bytes, fsync_dir, make_dirs
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
 from steadyrank.retrieval.store import IndexStore
-from steadyrank.serve.golden.checkpoint import BUILD_FILE, STATE_DIR, Checkpoint, write_json
+from steadyrank.serve.golden.checkpoint import BUILD_FILE, LOCK_FILE, STATE_DIR, Checkpoint, write_json
 from steadyrank.serve.golden.judges import Judge, Passage
 from steadyrank.serve.golden.pool import RETRIEVERS, Retriever, pool_query
 from steadyrank.serve.golden.prune import PruneSettings, prune
@@ -176,10 +176,26 @@ def check_out_dir(out_dir: Path) -> None:
                          "name a new or empty directory")
 
 
+def lock_out_dir(out_dir: Path) -> WriterLock:
+    """The build's writer lock on ``out_dir`` (``.state/lock``; the folders are created): a second
+    build of the same folder, with or without ``--overwrite``, is refused with an error naming the
+    folder and the holder's pid before it makes a judge call or removes a file. The kernel drops the
+    lock when its holder dies, so a killed build never leaves the folder locked."""
+    make_dirs(out_dir / STATE_DIR)
+    return WriterLock(out_dir / STATE_DIR / LOCK_FILE, folder=out_dir)
+
+
+def _remove(entry: Path) -> None:
+    if entry.is_dir():
+        shutil.rmtree(entry)
+    else:
+        entry.unlink()
+
+
 def remove_outputs(out_dir: Path) -> None:
-    """Delete what a build wrote into ``out_dir`` (``--overwrite``) and nothing else: its state,
-    ``golden.jsonl``, ``summary.json``, the ``audit/*.json`` files (the folder once empty) and
-    temporary files of interrupted writes."""
+    """Delete what a build wrote into ``out_dir`` (``--overwrite``) and nothing else: its state
+    (but the lock, which the caller holds), ``golden.jsonl``, ``summary.json``, the ``audit/*.json``
+    files (the folder once empty) and temporary files of interrupted writes."""
     check_out_dir(out_dir)
     if not out_dir.exists():
         return
@@ -192,8 +208,10 @@ def remove_outputs(out_dir: Path) -> None:
                     audit.unlink()
             if not any(entry.iterdir()):
                 entry.rmdir()
-        elif entry.is_dir():
-            shutil.rmtree(entry)
+        elif entry.name == STATE_DIR and entry.is_dir():
+            for state in entry.iterdir():
+                if state.name != LOCK_FILE:  # unlinking a held lock file would let another build lock a new one
+                    _remove(state)
         else:
-            entry.unlink()
+            _remove(entry)
     fsync_dir(out_dir)

@@ -1,7 +1,8 @@
 """Durable build state: one JSON file per query under ``GOLDEN_DIR/.state``, replaced atomically.
 
 ``GOLDEN_DIR/.state/build.json`` holds the fingerprint of the build (settings, judge, indexes,
-queries); a restart with a different fingerprint is refused. ``GOLDEN_DIR/.state/q-000001.json``
+queries); a restart with a different fingerprint is refused. ``GOLDEN_DIR/.state/lock`` is the
+running build's writer lock. ``GOLDEN_DIR/.state/q-000001.json``
 holds query 1's state (pool, judge calls, grades, refinement). Every write is temp file + fsync +
 rename (+ directory fsync), so a kill at any moment leaves either the previous or the next state.
 Floats survive the JSON round trip exactly, so a resumed build computes what an uninterrupted one
@@ -18,6 +19,7 @@ from steadyrank.retrieval.fsio import atomic_write_bytes, make_dirs
 
 STATE_DIR = ".state"
 BUILD_FILE = "build.json"
+LOCK_FILE = "lock"  # the build's writer lock (serve.golden.build.lock_out_dir)
 
 
 def dump(payload: Any) -> bytes:

@@ -190,3 +190,39 @@ def test_an_edited_prompt_template_is_refused_on_resume(reference, tmp_path, cap
     capsys.readouterr()
     assert main(run) == 2
     assert "holds a build with other settings" in capsys.readouterr().err
+
+
+def test_a_second_build_of_a_folder_in_use_is_refused_and_changes_nothing(reference, tmp_path, capsys):
+    """Issue 36, item 7: two builds of one folder doubled the judge calls, and the second's
+    ``--overwrite`` deleted the first's files. The first build (a child process, on a slower stand-in
+    judge so it is still running) holds the folder's lock; a second, with ``--overwrite``, is refused
+    naming the folder and the holder before any judge call; the first finishes as if alone."""
+    ref_out, ref_summary, args = reference
+    out = tmp_path / "out"
+    with StandinLLM(delay_s=0.1) as slow:
+        judge = judge_config(tmp_path / "judge.json", slow.base_url)
+        first_args = [str(out) if a == str(ref_out) else str(judge) if a == args[args.index("--judge") + 1] else a
+                      for a in args]
+        first = subprocess.Popen([sys.executable, "-m", "steadyrank.serve.cli", *first_args], cwd=REPO,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while slow.completions < 1 and first.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.005)  # the first build holds the lock once it has asked its judge
+            assert first.poll() is None, "the first build ended before the second could start"
+            assert main([*first_args[:-1], "--overwrite", "--json"]) == 2
+            error = capsys.readouterr().err
+            assert f"{out} is locked for writing by another process (pid {first.pid})" in error
+            assert (out / ".state" / "build.json").is_file()  # --overwrite removed nothing
+            stdout, _ = first.communicate(timeout=300)
+        finally:
+            if first.poll() is None:
+                first.kill()
+        assert first.returncode == 0
+        summary = first_json(stdout)
+        judge_calls = summary["judge_calls"]["grade"] + summary["judge_calls"]["rank"]
+        assert judge_calls == ref_summary["judge_calls"]["grade"] + ref_summary["judge_calls"]["rank"]
+        assert slow.completions == judge_calls  # every judge call was the first build's, none made twice
+        assert output_files(out) == output_files(ref_out)  # the first build's outputs, as if it ran alone
+        assert main(first_args) == 0  # the lock went with the first build: the folder is free again
+        assert slow.completions == judge_calls  # (a finished build resumes without a judge call)
