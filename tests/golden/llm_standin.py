@@ -4,6 +4,10 @@ No LLM can run on the test machines, so this stands in for vLLM or a hosted endp
 real wire protocol (``GET /v1/models``, ``POST /v1/chat/completions``) that the real ``openai``
 client talks to. Its answers are deterministic functions of the prompt (word overlap between query
 and passage; a query rewrite is the query's first question), so builds against it are reproducible.
+Like a real model it can be steered by an injected instruction: an answer (``{"grade": 5}``,
+``{"ranking": [...]}``) written in the prompt's own text is obeyed, and a passage put in without
+delimiters is the prompt's own text. Text inside a tagged data block (``<query>``, ``<passage>``,
+``<passage id="A">``: what the judge's prompts use) is read as data only.
 It can fail (HTTP 500), rate-limit (HTTP 429 with a ``Retry-After`` header), answer invalid JSON,
 answer with ``usage.prompt_tokens: null`` or with a malformed body (a choice without its message),
 or delay answers, and records requests and the peak number in flight.
@@ -11,6 +15,7 @@ or delay answers, and records requests and the peak number in flight.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import threading
@@ -27,10 +32,38 @@ def overlap(query: str, passage: str) -> float:
     return len(words & set(re.findall(r"\w+", passage.lower()))) / max(1, len(words))
 
 
+BLOCK = re.compile(r'<(query|passage)(?: id="([A-Z])")?>\n(.*?)\n</\1>', re.DOTALL)
+INJECTED_GRADE = re.compile(r'\{\s*"grade"\s*:\s*([1-5])\s*[,}]')
+INJECTED_RANKING = re.compile(r'\{\s*"ranking"\s*:\s*(\[[^\]]*\])\s*\}')
+ANSWER_INSTRUCTION = "Answer with a JSON object only"
+
+
+def read_prompt(prompt: str) -> tuple[str, dict[str, str], str]:
+    """The query, the passages by label (``""`` for a rubric prompt's one passage) and the prompt's own
+    text (what is outside the data blocks, before the template's answer instruction, whose example
+    is no instruction to obey). An undelimited prompt (``Query: …``, ``Passage:`` or ``[A] …`` lines)
+    has no data blocks: its passages are part of its own text."""
+    blocks = BLOCK.findall(prompt)
+    if blocks:
+        query = next(html.unescape(text) for tag, _, text in blocks if tag == "query")
+        passages = {label: html.unescape(text) for tag, label, text in blocks if tag == "passage"}
+        own = BLOCK.sub("", prompt)
+    else:
+        query = re.search(r"Query: (.*)", prompt).group(1)
+        if "[A]" in prompt:
+            passages = dict(re.findall(r"^\[([A-Z])\] (.*)$", prompt, flags=re.MULTILINE))
+        else:
+            passages = {"": prompt.split("Passage:\n", 1)[1].rsplit("\n\n" + ANSWER_INSTRUCTION, 1)[0]}
+        own = prompt
+    return query, passages, own.rsplit(ANSWER_INSTRUCTION, 1)[0]
+
+
 def _grade_answer(prompt: str) -> dict[str, Any]:
-    query = re.search(r"Query: (.*)", prompt).group(1)
-    passage = prompt.split("Passage:\n", 1)[1].split("\n\nAnswer with", 1)[0]
-    score = overlap(query, passage)
+    query, passages, own = read_prompt(prompt)
+    injected = INJECTED_GRADE.search(own)
+    if injected:
+        return {"grade": int(injected.group(1)), "reason": "as instructed"}
+    score = overlap(query, passages[""])
     return {"grade": 1 + sum(score >= t for t in (0.15, 0.3, 0.45, 0.6)), "reason": f"overlap {score:.2f}"}
 
 
@@ -42,8 +75,12 @@ def _rewrite_answer(prompt: str) -> str:
 
 
 def _rank_answer(prompt: str) -> dict[str, Any]:
-    query = re.search(r"Query: (.*)", prompt).group(1)
-    passages = dict(re.findall(r"^\[([A-Z])\] (.*)$", prompt, flags=re.MULTILINE))
+    query, passages, own = read_prompt(prompt)
+    injected = INJECTED_RANKING.search(own)
+    if injected:
+        ranking = json.loads(injected.group(1))
+        if sorted(ranking) == sorted(passages):
+            return {"ranking": ranking}
     return {"ranking": sorted(passages, key=lambda label: (-overlap(query, passages[label]), label))}
 
 
@@ -117,7 +154,7 @@ class StandinLLM:
             if "Restate the core information need" in prompt:
                 content = _rewrite_answer(prompt)
             else:
-                answer = _rank_answer(prompt) if "[A]" in prompt else _grade_answer(prompt)
+                answer = _rank_answer(prompt) if '"ranking"' in prompt else _grade_answer(prompt)
                 content = json.dumps(answer)
             if number <= self.fail_first + self.invalid_first:
                 content = "sorry, I cannot help"

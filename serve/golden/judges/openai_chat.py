@@ -2,9 +2,16 @@
 
 Prompts come from template files (``string.Template``: ``$query``, ``$passage`` for the rubric;
 ``$query``, ``$passages``, ``$labels`` for the listwise call), packaged as ``templates/grade.txt`` and
-``templates/rank.txt`` and replaceable in the judge config; their SHA-256 enter the build's resume
-fingerprint (:meth:`OpenAIChatJudge.prompts_fingerprint`). Answers must be JSON: ``{"grade": 1–5}``
-or ``{"ranking": [labels]}`` (every label once).
+``templates/rank.txt`` and replaceable in the judge config; the prompts they render enter the
+build's resume fingerprint (:meth:`OpenAIChatJudge.prompts_fingerprint`). Answers must be JSON:
+``{"grade": 1–5}`` or ``{"ranking": [labels]}`` (every label once).
+
+The query and the passages are documents' and users' text, not the prompt's: each goes in as a
+tagged data block (:func:`data_block`: ``<query>…</query>``, ``<passage>…</passage>``,
+``<passage id="A">…</passage>``) with ``&``, ``<`` and ``>`` escaped inside, so no text can close its
+block or open another, whatever template is configured; the packaged templates tell the model to
+treat the blocks as data and never follow instructions in them (a passage that asks for
+``{"grade": 5}`` is graded on its content).
 
 Retries (through ``tenacity``): a transport error, a 429/5xx, a malformed response or an invalid
 answer is retried up to ``max_retries`` times. The wait before retry r is the server's
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
+import html
 import json
 import os
 import string
@@ -57,6 +65,14 @@ def _template(path: str | None, packaged: str) -> string.Template:
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path}: prompt template not found")
     return string.Template(Path(path).read_text(encoding="utf-8"))
+
+
+def data_block(tag: str, text: str, label: str | None = None) -> str:
+    """``text`` as a tagged data block, ``<tag>`` (``<tag id="label">``) on its own line, the text,
+    ``</tag>``; ``&``, ``<`` and ``>`` in the text are escaped as HTML entities, so it cannot end the
+    block or open another."""
+    opening = tag if label is None else f'{tag} id="{label}"'
+    return f"<{opening}>\n{html.escape(text, quote=False)}\n</{tag}>"
 
 
 def _json_object(content: str | None) -> dict[str, Any]:
@@ -139,8 +155,10 @@ class OpenAIChatJudge(Judge):
                 f"the judge at {self.settings.base_url} does not serve {self.settings.model!r} (it serves {served[:5]})")
 
     def prompts_fingerprint(self) -> dict[str, str]:
-        return {name: hashlib.sha256(template.template.encode("utf-8")).hexdigest()
-                for name, template in (("grade", self.grade_template), ("rank", self.rank_template))}
+        """SHA-256 of each prompt rendered for a fixed sample: the template and the data blocks."""
+        sample = [("d1", "PASSAGE ONE"), ("d2", "PASSAGE TWO")]
+        prompts = {"grade": self._grade_prompt("QUERY", sample[0][1]), "rank": self._rank_prompt("QUERY", sample)[0]}
+        return {name: hashlib.sha256(prompt.encode("utf-8")).hexdigest() for name, prompt in prompts.items()}
 
     def _wait(self, state: RetryCallState) -> float:
         """The server's Retry-After if it sent one, else full jitter (see the module docstring)."""
@@ -190,8 +208,23 @@ class OpenAIChatJudge(Judge):
             raise JudgeError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
         return value, JudgeCall(kind, doc_ids, prompt_hash(prompt), {"content": content}, tokens[0], tokens[1], attempts)
 
+    def _grade_prompt(self, query: str, text: str) -> str:
+        return self.grade_template.substitute(query=data_block("query", query),
+                                              passage=data_block("passage", self._passage(text)))
+
+    def _rank_prompt(self, query: str, passages: Sequence[Passage]) -> tuple[str, list[str]]:
+        """The listwise prompt and its labels (A, B, … in passage order)."""
+        if len(passages) > len(LABELS):
+            raise ValueError(f"a listwise call takes at most {len(LABELS)} passages, got {len(passages)}")
+        labels = list(LABELS[: len(passages)])
+        blocks = "\n\n".join(data_block("passage", self._passage(text), label)
+                              for label, (_, text) in zip(labels, passages, strict=True))
+        prompt = self.rank_template.substitute(query=data_block("query", query), passages=blocks,
+                                               labels=", ".join(f'"{x}"' for x in labels))
+        return prompt, labels
+
     def _grade_one(self, query: str, passage: Passage) -> JudgeCall:
-        prompt = self.grade_template.substitute(query=query, passage=self._passage(passage[1]))
+        prompt = self._grade_prompt(query, passage[1])
         grade, call = self._chat("grade", [passage[0]], prompt, parse_grade)
         return JudgeCall(**{**call.to_json(), "answer": {**call.answer, "grades": {passage[0]: grade}}})
 
@@ -206,11 +239,7 @@ class OpenAIChatJudge(Judge):
                     future.cancel()
 
     def rank(self, query: str, passages: Sequence[Passage]) -> JudgeCall:
-        if len(passages) > len(LABELS):
-            raise ValueError(f"a listwise call takes at most {len(LABELS)} passages, got {len(passages)}")
-        labels = list(LABELS[: len(passages)])
-        block = "\n\n".join(f"[{label}] {self._passage(text)}" for label, (_, text) in zip(labels, passages, strict=True))
-        prompt = self.rank_template.substitute(query=query, passages=block, labels=", ".join(f'"{x}"' for x in labels))
+        prompt, labels = self._rank_prompt(query, passages)
         ranking, call = self._chat("rank", [d for d, _ in passages], prompt, lambda c: parse_ranking(c, labels))
         by_label = dict(zip(labels, (d for d, _ in passages), strict=True))
         return JudgeCall(**{**call.to_json(), "answer": {**call.answer, "ranking": [by_label[x] for x in ranking]}})
