@@ -2,9 +2,18 @@
 
 ``llm``: an OpenAI-compatible chat endpoint (``POST {base_url}/chat/completions``) is asked to
 restate the core information need (:data:`PROMPT`). Answers are cached (LRU, ``cache_size``
-queries). The call has a deadline (``timeout_s``); a timeout, an HTTP or network error, or an empty
-answer falls back to ``rules`` (``Rewrite.source`` says which happened). The client is the standard
-library's (run in a worker thread), so `retrieval` gains no HTTP dependency.
+queries). The whole call (connect, send, every byte of the answer) has one deadline
+(``timeout_s``), and the answer is read as a stream of at most :data:`MAX_RESPONSE_BYTES` bytes: a
+larger one (declared or not) is refused after reading no more than that. A timeout, an oversize
+answer, an HTTP or network error, or an empty answer falls back to ``rules`` (``Rewrite.source``
+says which happened).
+
+The client is httpx's async one (the server extra; imported on the first ``llm`` rewrite, so
+importing `retrieval` needs no HTTP client), on the caller's event loop: no worker thread. At the
+deadline the call is cancelled and its connection closed at once, so nothing of it runs on (a
+thread left blocked in a read, as the standard library's client in ``asyncio.to_thread`` was, kept
+reading a slow answer past the deadline, for as long as the endpoint sent a byte within each
+socket timeout).
 """
 
 from __future__ import annotations
@@ -13,7 +22,6 @@ import asyncio
 import json
 import logging
 import time
-import urllib.request
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -60,6 +68,16 @@ class LlmSettings:
     max_tokens: int = 96
 
 
+#: The most bytes of a chat answer read: a rewrite of ``max_tokens`` tokens is well under 4 KiB of
+#: JSON; an answer beyond this is refused (and ``rules`` used) after reading no more than this plus
+#: one network chunk.
+MAX_RESPONSE_BYTES = 64 * 1024
+
+
+class ResponseTooLargeError(ValueError):
+    """The chat endpoint's answer is larger than :data:`MAX_RESPONSE_BYTES`."""
+
+
 class LlmRewriter:
     """Chat-model rewriting with a cache, a deadline and the ``rules`` fallback (module docstring)."""
 
@@ -68,14 +86,26 @@ class LlmRewriter:
         self.cache: OrderedDict[str, str] = OrderedDict()
         self.fallbacks = 0
 
-    def _call(self, query: str) -> str:
+    async def _call(self, query: str) -> str:
+        import httpx
+
         s = self.settings
-        body = json.dumps({"model": s.model, "temperature": 0, "max_tokens": s.max_tokens,
-                           "messages": [{"role": "user", "content": PROMPT.format(query=query)}]}).encode()
-        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {s.api_key}"} if s.api_key else {})}
-        request = urllib.request.Request(s.base_url.rstrip("/") + "/chat/completions", data=body, headers=headers)
-        with urllib.request.urlopen(request, timeout=s.timeout_s) as response:  # noqa: S310 - configured endpoint
-            answer = json.loads(response.read())
+        body = {"model": s.model, "temperature": 0, "max_tokens": s.max_tokens,
+                "messages": [{"role": "user", "content": PROMPT.format(query=query)}]}
+        headers = {"Accept-Encoding": "identity", **({"Authorization": f"Bearer {s.api_key}"} if s.api_key else {})}
+        async with httpx.AsyncClient(timeout=s.timeout_s) as client, \
+                client.stream("POST", s.base_url.rstrip("/") + "/chat/completions", json=body,
+                              headers=headers) as response:
+            response.raise_for_status()
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
+                raise ResponseTooLargeError(f"the answer declares {declared} bytes, more than {MAX_RESPONSE_BYTES}")
+            data = bytearray()
+            async for chunk in response.aiter_raw():
+                data += chunk
+                if len(data) > MAX_RESPONSE_BYTES:
+                    raise ResponseTooLargeError(f"the answer is larger than {MAX_RESPONSE_BYTES} bytes")
+        answer = json.loads(bytes(data))
         text = str(answer["choices"][0]["message"]["content"]).strip().strip('"').strip()
         if not text:
             raise ValueError("empty rewrite")
@@ -87,7 +117,7 @@ class LlmRewriter:
             return Rewrite(query, self.cache[query], "llm", "llm-cache")
         started = time.monotonic()
         try:
-            text = await asyncio.wait_for(asyncio.to_thread(self._call, query), self.settings.timeout_s)
+            text = await asyncio.wait_for(self._call(query), self.settings.timeout_s)
         except Exception as exc:  # noqa: BLE001 - any failure falls back to the rules
             self.fallbacks += 1
             logger.warning("llm rewrite failed after %.2f s (%s: %s); using rules", time.monotonic() - started,
