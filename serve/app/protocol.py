@@ -231,17 +231,20 @@ class EmbeddingResponse(ResponseModel):
     model: str
     usage: Usage
 
-    @classmethod
-    def build(cls, vectors: np.ndarray, tokens: int, model: str,
-              encoding_format: Literal["float", "base64"]) -> EmbeddingResponse:
-        """``base64``: little-endian float32 bytes of each vector."""
+    @staticmethod
+    def payload(vectors: np.ndarray, tokens: int, model: str,
+                encoding_format: Literal["float", "base64"]) -> dict[str, Any]:
+        """The response's JSON content (this model's shape): ``float``: each FP32 vector as a float64
+        numpy row, its values exactly, which the JSON response class writes without a Python object
+        per float (a model of 512 × 384 floats took ~70 ms to validate); ``base64``: little-endian
+        float32 bytes of each vector."""
         vectors = np.asarray(vectors, dtype=np.float32)
         if encoding_format == "base64":
-            data = [EmbeddingData(index=i, embedding=base64.b64encode(v.astype("<f4").tobytes()).decode())
-                    for i, v in enumerate(vectors)]
+            rows: list[Any] = [base64.b64encode(v.astype("<f4").tobytes()).decode() for v in vectors]
         else:
-            data = [EmbeddingData(index=i, embedding=v.tolist()) for i, v in enumerate(vectors)]
-        return cls(data=data, model=model, usage=Usage(prompt_tokens=tokens, total_tokens=tokens))
+            rows = list(vectors.astype(np.float64))
+        return {"object": "list", "data": [{"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(rows)],
+                "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
 
 # ---------------------------------------------------------------------------------------------

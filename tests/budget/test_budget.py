@@ -46,8 +46,11 @@ CASES = [(route, case.name) for route in ROUTES for case in cases(route, LIMITS)
 
 @pytest.fixture(scope="module")
 def served() -> Served:
-    """The app with the shipped limits, each route asked once (first-use costs are not the body's)."""
+    """The app with the shipped limits, each route asked once (first-use costs are not the body's);
+    its embedder stand-in answers vectors of the embedded default's dimension (all-MiniLM-L6-v2: 384),
+    so the largest embeddings answers are as long as they get on that server."""
     served = build({"limits": {**LIMITS.model_dump(), "refusals_per_s": 0}})
+    served.embedder.dim = 384
 
     async def warm() -> None:
         async with served.client() as client:

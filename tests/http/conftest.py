@@ -3,7 +3,7 @@ through httpx's ASGI transport (no Ray, no models).
 
 Stand-ins (they stand for model replicas, which need model weights and Ray): ``FakeReranker``
 scores document i of n as ``1 - i / n`` (input order is served order) and reports documents of more
-than 8 words as truncated, ``FakeEmbedder`` returns unit vectors of dimension 4 and counts words as
+than 8 words as truncated, ``FakeEmbedder`` returns unit vectors (of dimension 4 unless told) and counts words as
 tokens (on a worker thread: a replica's work is not the ingress loop's), ``FakeSearcher`` a fixed
 two-result outcome. Each can be told to
 raise, or to wait on an event. The metrics hub, Recorder, ServedNames, settings, admission and the
@@ -72,8 +72,9 @@ class FakeReranker:
 
 
 class FakeEmbedder:
-    def __init__(self) -> None:
+    def __init__(self, dim: int = 4) -> None:
         self.behaviour = Behaviour()
+        self.dim = dim
 
     async def info(self) -> dict[str, Any]:
         return {"model": EMBEDDER_ID, "dim": 4, "precision": "fp32", "scoring": "hps", "max_length": 8}
@@ -81,7 +82,7 @@ class FakeEmbedder:
     async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None,
                     shadow: bool = False) -> dict[str, Any]:
         await self.behaviour.act(texts)
-        vectors = np.tile(np.array([[0.5, 0.5, 0.5, 0.5]], np.float32), (len(texts), 1))
+        vectors = np.full((len(texts), self.dim), 1 / np.sqrt(self.dim), np.float32)  # unit vectors
         tokens = await asyncio.to_thread(lambda: sum(len(t.split()) for t in texts)) if count_tokens else None
         return {"vectors": vectors, "tokens": tokens}
 

@@ -80,8 +80,7 @@ async def embeddings(request: Request, raw: AdmittedBody) -> Response:
     embedding_dialect.check_dimensions(body.dimensions, names.embedder_dim, names.matryoshka, served)
     out = await app.scoring.embed(request, texts, True)
     vectors = embedding_dialect.shorten(out["vectors"], body.dimensions)
-    response = protocol.EmbeddingResponse.build(vectors, int(out["tokens"] or 0), served, body.encoding_format or "float")
-    return JSON(response.model_dump())
+    return JSON(protocol.EmbeddingResponse.payload(vectors, int(out["tokens"] or 0), served, body.encoding_format or "float"))
 
 
 @router.get("/v1/models", tags=["models"], response_model=protocol.ModelList, responses=errors(401),
