@@ -163,7 +163,7 @@ async def read_body(request: Request, limit: int, ends: float) -> bytes:
         body = await asyncio.wait_for(read(), timeout=max(0.0, ends - time.monotonic()))
     except asyncio.TimeoutError:
         raise ReadTimeoutError("the request body did not arrive within the read deadline") from None
-    if not body.strip():
+    if not body or body.isspace():  # no stripped copy of the body
         raise EmptyInputError("request body is empty: send a JSON object")
     return body
 
