@@ -55,9 +55,10 @@ test: setup prometheus lint typecheck docs
 	$(PY) -m pytest -q tests
 
 # The fast tier: no Ray, no server, no model download or index build: the HTTP layer in process
-# (tests/http), the metrics, the quality service, settings, telemetry, dialects and the layout
-# (tests marked ray, cluster or lifecycle by tests/conftest.py are left out).
-FAST_TESTS := tests/http tests/metrics tests/quality tests/test_layout.py tests/deploy tests/serve/test_settings.py \
+# (tests/http) and its resource budget (tests/budget), the metrics, the quality service, settings,
+# telemetry, dialects and the layout (tests marked ray, cluster or lifecycle by tests/conftest.py are
+# left out).
+FAST_TESTS := tests/http tests/budget tests/metrics tests/quality tests/test_layout.py tests/deploy tests/serve/test_settings.py \
   tests/serve/test_telemetry.py tests/serve/test_dialect_translation.py tests/serve/test_admission.py \
   tests/serve/test_batcher.py tests/serve/test_priority.py
 

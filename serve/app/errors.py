@@ -17,7 +17,13 @@ from typing import Any, Literal
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from steadyrank.serve.runtime.errors import ErrorKind, SchemaError, SteadyrankError
+from steadyrank.serve.runtime.errors import (
+    ErrorKind,
+    InputTooLongError,
+    InvalidInputError,
+    SchemaError,
+    SteadyrankError,
+)
 
 Dialect = Literal["native", "tei"]
 
@@ -93,8 +99,15 @@ def internal_error(request_id: str | None, dialect: Dialect = "native") -> JSONR
     return JSONResponse(error_body(ErrorKind.INTERNAL, INTERNAL_MESSAGE, request_id, dialect), status_code=500)
 
 
+#: Errors a schema error's message names (the rest are counted); characters of a field name it quotes
+#: (an object key is the client's text, and a message never echoes input at length).
+LISTED_ERRORS = 10
+NAME_CHARS = 64
+
+
 def _loc(loc: tuple[Any, ...]) -> str:
-    """``("documents", 3, "text")`` → ``documents[3].text``; FastAPI's leading ``body`` is dropped."""
+    """``("documents", 3, "text")`` → ``documents[3].text``; FastAPI's leading ``body`` is dropped,
+    names longer than :data:`NAME_CHARS` are cut."""
     parts = list(loc)
     if parts and parts[0] == "body":
         parts = parts[1:]
@@ -103,22 +116,37 @@ def _loc(loc: tuple[Any, ...]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            name = str(part)
+            name = name if len(name) <= NAME_CHARS else name[:NAME_CHARS] + "…"
+            out += ("." if out else "") + name
     return out or "body"
 
 
-def schema_error(exc: ValidationError | Any) -> SteadyrankError:
-    """A pydantic/FastAPI validation error as a schema error naming every bad field (an invalid-input
-    error for a body that is not JSON)."""
-    from steadyrank.serve.runtime.errors import InvalidInputError
+def too_many_items(field: str, count: int | None, limit: int) -> InputTooLongError:
+    """The 413 of a list longer than its limit (``count`` None: not known)."""
+    return InputTooLongError(f"{field} has {'more' if count is None else count} items, more than the limit of {limit}")
 
-    errors = exc.errors() if hasattr(exc, "errors") else []
+
+def schema_error(exc: ValidationError | Any) -> SteadyrankError:
+    """A pydantic/FastAPI validation error as one domain error: 400 for a body that is not JSON; 413
+    for a list longer than its limit (:func:`~serve.app.dialects.contract.bounded`: the parser
+    stopped there); else 422 naming the first :data:`LISTED_ERRORS` bad fields and counting the
+    rest. Never the input itself: built from pydantic's errors without their input or URL."""
+    if isinstance(exc, ValidationError):
+        errors = exc.errors(include_url=False, include_input=False)
+    else:
+        errors = exc.errors() if hasattr(exc, "errors") else []
     if any(e.get("type") in ("json_invalid", "json_type") for e in errors):
         first = next(e for e in errors if e.get("type") in ("json_invalid", "json_type"))
         return InvalidInputError(f"request body is not valid JSON: {first.get('msg', '')}".rstrip(": "))
+    for error in errors:
+        context = error.get("ctx") or {}
+        if error.get("type") == "too_long" and context.get("field_type") == "List":
+            loc = [part for part in error.get("loc", ()) if part != "body"]
+            return too_many_items(_loc(tuple(loc[:1])), context.get("actual_length"), context["max_length"])
     messages = []
-    for error in errors[:10]:
+    for error in errors[:LISTED_ERRORS]:
         message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
         messages.append(f"{_loc(tuple(error.get('loc', ())))}: {message}")
-    more = f" (and {len(errors) - 10} more)" if len(errors) > 10 else ""
+    more = f" (and {len(errors) - LISTED_ERRORS} more)" if len(errors) > LISTED_ERRORS else ""
     return SchemaError("; ".join(messages) + more if messages else "request does not match the schema")

@@ -399,6 +399,13 @@ class LimitsSettings(_Section):
     max_query_chars: int = Field(default=4_000, ge=1, description="characters per query (413 beyond)")
     max_embedding_inputs: int = Field(default=512, ge=1, description="inputs per /v1/embeddings request (413 beyond)")
     max_top_n: int = Field(default=100, ge=1, description="largest top_n of /v1/search")
+    max_rank_fields: int = Field(default=100, ge=1, description="rank_fields per /v1/rerank request (413 beyond)")
+    max_body_values: int = Field(
+        default=20_000, ge=1,
+        description="JSON values a request body holds (each array element and object member, the body itself; an "
+                    "empty array or object counts one), counted before the body is parsed (413 beyond): parsing costs "
+                    "~120 bytes and ~1 µs a value however few bytes it takes. At least the largest request of strings "
+                    "(max(max_documents + max_rank_fields, 2 × max_embedding_inputs) + 16)")
     request_timeout_s: float = Field(default=30.0, gt=0, description="per-request deadline (504 beyond); a client may "
                                                              "ask for less with the X-Request-Timeout header")
     retry_after_s: int = Field(default=1, ge=0, description="Retry-After seconds sent with 503 overload answers")
@@ -420,6 +427,14 @@ class LimitsSettings(_Section):
         description="seconds from a scoring request's arrival within which its whole body must have arrived (408 "
                     "beyond); a body still arriving holds no in-flight slot, so slow senders cannot take the server's "
                     "capacity")
+
+    @model_validator(mode="after")
+    def _values_hold_the_largest_request(self) -> LimitsSettings:
+        least = max(self.max_documents + self.max_rank_fields, 2 * self.max_embedding_inputs) + 16
+        if self.max_body_values < least:
+            raise ValueError(f"max_body_values ({self.max_body_values}) must be ≥ {least}, or the largest request the "
+                             "count limits allow is refused")
+        return self
 
 
 class AuthSettings(_Section):

@@ -2,8 +2,10 @@
 through httpx's ASGI transport (no Ray, no models).
 
 Stand-ins (they stand for model replicas, which need model weights and Ray): ``FakeReranker``
-scores document i of n as ``1 - i / n`` (input order is served order), ``FakeEmbedder`` returns
-unit vectors of dimension 4, ``FakeSearcher`` a fixed two-result outcome. Each can be told to
+scores document i of n as ``1 - i / n`` (input order is served order) and reports documents of more
+than 8 words as truncated, ``FakeEmbedder`` returns unit vectors (of dimension 4 unless told) and counts words as
+tokens (on a worker thread: a replica's work is not the ingress loop's), ``FakeSearcher`` a fixed
+two-result outcome. Each can be told to
 raise, or to wait on an event. The metrics hub, Recorder, ServedNames, settings, admission and the
 HTTP stack are the real ones; components are called through the colocated layout's real
 ``LocalHandle``.
@@ -65,13 +67,14 @@ class FakeReranker:
         n = len(documents)
         return RerankOutcome(scores=np.array([1 - i / n for i in range(n)], np.float32), order=list(range(n)),
                              tie_groups=[], tie_at_cutoff=False, tie_group_size_at_cutoff=0, rescored=0,
-                             truncated=[i for i, d in enumerate(documents) if len(d.split()) > 8],
+                             truncated=[i for i, d in enumerate(documents) if len(d.split(maxsplit=8)) > 8],
                              model=RERANKER_ID, precision="fp32", scoring="hps")
 
 
 class FakeEmbedder:
-    def __init__(self) -> None:
+    def __init__(self, dim: int = 4) -> None:
         self.behaviour = Behaviour()
+        self.dim = dim
 
     async def info(self) -> dict[str, Any]:
         return {"model": EMBEDDER_ID, "dim": 4, "precision": "fp32", "scoring": "hps", "max_length": 8}
@@ -79,8 +82,9 @@ class FakeEmbedder:
     async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None,
                     shadow: bool = False) -> dict[str, Any]:
         await self.behaviour.act(texts)
-        vectors = np.tile(np.array([[0.5, 0.5, 0.5, 0.5]], np.float32), (len(texts), 1))
-        return {"vectors": vectors, "tokens": sum(len(t.split()) for t in texts) if count_tokens else None}
+        vectors = np.full((len(texts), self.dim), 1 / np.sqrt(self.dim), np.float32)  # unit vectors
+        tokens = await asyncio.to_thread(lambda: sum(len(t.split()) for t in texts)) if count_tokens else None
+        return {"vectors": vectors, "tokens": tokens}
 
 
 class FakeSearcher:

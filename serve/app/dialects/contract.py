@@ -5,13 +5,25 @@ dimension) cannot be written into the pydantic models at import time; a field ma
 :func:`limited` and :func:`install` writes the values of the running server into the schema that
 ``/openapi.json`` serves. A schema-valid request is then never refused for its shape, and every
 request the server refuses for its shape is schema-invalid.
+
+The same markers bound the parse: :func:`bounded` derives from a request model the one the server
+validates with, each list marked with a ``maxItems`` limit refused by the parser itself at its
+(limit + 1)-th item, before its items are validated (one error, however long the list).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import operator
+import types
+from collections.abc import Mapping
+from copy import copy
+from typing import Annotated, Any, TypeVar, Union, cast, get_args, get_origin
 
 from fastapi import FastAPI
+from pydantic import BaseModel, Field, create_model
+
+M = TypeVar("M", bound=BaseModel)
 
 MARKER = "x-steadyrank-limit"
 # At least one character that is not whitespace by Python's str.isspace (what the server checks),
@@ -96,3 +108,33 @@ def contract_values(limits: Any, names: Any) -> dict[str, Any]:
         "embedder_dim": names.embedder_dim,
         "embedder_min_dim": 1 if names.matryoshka else names.embedder_dim,
     }
+
+
+def bounded(model: type[M], values: Mapping[str, Any]) -> type[M]:
+    """A subclass of ``model`` whose every field marked ``limited(maxItems=source)`` holds at most
+    ``values[source]`` items (pydantic's ``max_length`` on each list the field's type may be; the rest
+    of the field, its validators included, as in ``model``). ``model`` itself when it marks no list."""
+    fields: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        extra = info.json_schema_extra
+        marker = extra.get(MARKER) if isinstance(extra, dict) else None
+        source = marker.get("maxItems") if isinstance(marker, dict) else None
+        if isinstance(source, str):
+            fields[name] = (_at_most(info.annotation, int(values[source])), copy(info))
+    if not fields:
+        return model
+    return cast("type[M]", create_model(model.__name__, __base__=model, __module__=model.__module__, **fields))
+
+
+def _at_most(annotation: Any, items: int) -> Any:
+    """``annotation`` with ``max_length=items`` on each ``list[...]`` in it (through unions and
+    ``Annotated``)."""
+    origin = get_origin(annotation)
+    if origin is list:
+        return Annotated[annotation, Field(max_length=items)]
+    if origin is Annotated:
+        inner, *metadata = get_args(annotation)
+        return Annotated[(_at_most(inner, items), *metadata)]  # type: ignore[valid-type]
+    if origin in (Union, types.UnionType):
+        return functools.reduce(operator.or_, [_at_most(arg, items) for arg in get_args(annotation)])
+    return annotation

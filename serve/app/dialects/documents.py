@@ -4,7 +4,7 @@ per-document token cut of ``max_tokens_per_doc``."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,19 @@ def document_text(document: DocumentInput, rank_fields: Sequence[str] | None) ->
     fields = rank_fields or list(document)
     chosen = {field: document[field] for field in fields if field in document}
     return yaml.safe_dump(chosen, sort_keys=False, allow_unicode=True) if chosen else ""
+
+
+def document_texts(documents: Sequence[DocumentInput], rank_fields: Sequence[str] | None,
+                   each: Callable[[int, str], None]) -> list[str]:
+    """The texts ranked for ``documents`` (:func:`document_text`), ``each(i, text)`` called as each
+    is made: it may raise (a size limit, the request's deadline) to stop before the rest are
+    rendered. The work is bounded by the body: a document renders at most its own fields, and
+    looks up at most ``len(rank_fields)`` of them."""
+    texts = []
+    for i, document in enumerate(documents):
+        texts.append(document_text(document, rank_fields))
+        each(i, texts[-1])
+    return texts
 
 
 class TokenCutter:

@@ -8,7 +8,8 @@ Order of a scoring request (every step answers before the next costs anything):
    ``Content-Length`` holds would be refused (503; :meth:`WorkQueue.units_in`; a search's work is
    known without its body: :func:`~serve.app.http.services.search_work`);
 3. the body, read under a size cap (413) and a read deadline measured from the request's arrival
-   (``limits.body_timeout_s``; 408): a slowly sent body holds no slot;
+   (``limits.body_timeout_s``; 408): a slowly sent body holds no slot; then its JSON values counted
+   before it is parsed (``limits.max_body_values``; 413);
 4. an in-flight slot, taken once the body is read (503 when the replicas's slots filled meanwhile),
    held until the handler returns.
 """
@@ -26,7 +27,8 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 from starlette.requests import Request
 
-from steadyrank.serve.app.http.gateway import declared_size
+from steadyrank.serve.app.http.gateway import arrival, declared_size
+from steadyrank.serve.app.http.jsonscan import json_values
 from steadyrank.serve.app.http.responses import body_schema
 from steadyrank.serve.app.http.services import Work
 from steadyrank.serve.app.http.state import parts_of
@@ -161,9 +163,21 @@ async def read_body(request: Request, limit: int, ends: float) -> bytes:
         body = await asyncio.wait_for(read(), timeout=max(0.0, ends - time.monotonic()))
     except asyncio.TimeoutError:
         raise ReadTimeoutError("the request body did not arrive within the read deadline") from None
-    if not body.strip():
+    if not body or body.isspace():  # no stripped copy of the body
         raise EmptyInputError("request body is empty: send a JSON object")
     return body
+
+
+async def check_values(body: bytes, limit: int) -> None:
+    """At most ``limit`` JSON values in ``body`` (``limits.max_body_values``; 413 beyond), counted
+    before it is parsed (:mod:`~serve.app.http.jsonscan`): on a worker thread, and only for a body of
+    ``limit`` bytes or more (a body holds at most one value a byte)."""
+    if len(body) < limit:
+        return
+    values = await asyncio.to_thread(json_values, body)
+    if values > limit:
+        raise InputTooLongError(f"request body holds {values} JSON values, more than the limit of {limit} "
+                                "(array elements and object members)")
 
 
 async def admitted_body(request: Request) -> AsyncIterator[bytes]:
@@ -181,8 +195,8 @@ async def admitted_body(request: Request) -> AsyncIterator[bytes]:
     refused = refusal(request, request.state.endpoint)
     if refused is not None:
         drop(refused)
-    arrived = request.scope.get("state", {}).get("arrived", time.monotonic())
-    body = await read_body(request, limits.max_body_bytes, arrived + limits.body_timeout_s)
+    body = await read_body(request, limits.max_body_bytes, arrival(request) + limits.body_timeout_s)
+    await check_values(body, limits.max_body_values)
     refused = refusal(request, "")  # the slots filled while the body arrived
     if refused is not None:
         drop(refused)

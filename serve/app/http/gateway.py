@@ -1,7 +1,9 @@
 """The gateway between the routes and the components: deadlines, work-based admission, the repeat of
 a call whose replica died, and the map from what a call raised to a domain error.
 
-Every call goes through :meth:`Gateway.call` under its deadline (seconds):
+A request's deadline (:meth:`Gateway.deadline` seconds) runs from its arrival (:meth:`Gateway.ends`):
+reading, parsing, rendering and tokenising its body count against it, and a call gets what is left
+(:meth:`Gateway.remaining`). Every call goes through :meth:`Gateway.call` under its deadline (seconds):
 
 - a call whose replica died under it, or whose answer was lost with its node (the exceptions
   :func:`serve.app.retry.replica_lost` names), is made again, after 0.1 s, while the deadline
@@ -24,7 +26,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 
@@ -43,6 +45,12 @@ logger = logging.getLogger("steadyrank.http")
 
 #: Seconds the awaits of side calls get (model facts, the metrics render, a mirror hand-off).
 SIDE_CALL_TIMEOUT_S = 10.0
+T = TypeVar("T")
+
+
+def past_deadline(deadline_s: float) -> DeadlineExceeded:
+    """The 504 of a request whose deadline of ``deadline_s`` seconds passed."""
+    return DeadlineExceeded(f"request took longer than its deadline of {deadline_s:g} s")
 
 
 def root_cause(exc: BaseException) -> BaseException:
@@ -63,10 +71,10 @@ def domain_error(exc: BaseException, deadline_s: float, retry_after_s: int) -> S
     cause = root_cause(exc)
     if isinstance(cause, SteadyrankError):
         if isinstance(cause, DeadlineExceeded):
-            return DeadlineExceeded(f"request took longer than its deadline of {deadline_s:g} s")
+            return past_deadline(deadline_s)
         return cause
     if isinstance(exc, asyncio.TimeoutError) or isinstance(cause, asyncio.TimeoutError):
-        return DeadlineExceeded(f"request took longer than its deadline of {deadline_s:g} s")
+        return past_deadline(deadline_s)
     if isinstance(cause, BackPressureError) or isinstance(exc, BackPressureError):
         return OverloadedError("server overloaded: too many queued requests; retry later", retry_after_s=retry_after_s)
     if isinstance(cause, DeploymentUnavailableError) or isinstance(exc, DeploymentUnavailableError):
@@ -101,12 +109,33 @@ class Gateway:
             raise InvalidInputError("X-Request-Timeout must be > 0")
         return min(asked, limit)
 
-    async def call(self, deadline: float, call: Callable[[], Awaitable[Any]]) -> Any:
-        """Await ``call()`` under ``deadline`` seconds (see the module docstring)."""
+    def ends(self, request: Request) -> float:
+        """When (``time.monotonic()``) the request's deadline passes: :meth:`deadline` seconds from its
+        arrival."""
+        return arrival(request) + self.deadline(request)
+
+    def remaining(self, request: Request) -> float:
+        """Seconds left of the request's deadline (504 when none are)."""
+        left = self.ends(request) - time.monotonic()
+        if left <= 0:
+            raise past_deadline(self.deadline(request))
+        return left
+
+    async def within(self, request: Request, work: Awaitable[T]) -> T:
+        """``work`` (the request's own work before its model call) under what is left of its deadline
+        (504 beyond)."""
+        try:
+            return await asyncio.wait_for(work, self.remaining(request))
+        except asyncio.TimeoutError:
+            raise past_deadline(self.deadline(request)) from None
+
+    async def call(self, deadline: float, call: Callable[[], Awaitable[Any]], stated: float | None = None) -> Any:
+        """Await ``call()`` under ``deadline`` seconds (see the module docstring); a 504 states the
+        request's deadline as ``stated`` seconds (default ``deadline``)."""
         try:
             return await again_if_lost(call, time.monotonic() + deadline, self._count_repeat)
         except Exception as exc:
-            mapped = domain_error(exc, deadline, self.limits.retry_after_s)
+            mapped = domain_error(exc, deadline if stated is None else stated, self.limits.retry_after_s)
             if mapped is None:
                 raise
             raise mapped from None
@@ -160,7 +189,7 @@ class Gateway:
             self.services.recorder.set("steadyrank_queued_work_units", queue.pending, model=model)
 
         try:
-            out = await self.call(deadline, send)
+            out = await self.call(deadline, send, self.deadline(request))
         except DeadlineExceeded:
             if sent and not sent[-1].done():  # the model still has it: its units stay until it is done
                 self.detach(settle(sent[-1], release), f"{model} work past its deadline")
@@ -207,6 +236,12 @@ async def settle(work: asyncio.Future, release: Callable[[bool, Any], None]) -> 
     finally:
         computed = work.done() and not work.cancelled() and work.exception() is None
         release(computed, work.result() if computed else None)
+
+
+def arrival(request: Request) -> float:
+    """When (``time.monotonic()``) the request arrived (:class:`~serve.app.http.middleware.RequestContext`
+    notes it; now for a request that passed no such middleware)."""
+    return request.scope.get("state", {}).get("arrived", time.monotonic())
 
 
 def declared_size(request: Request) -> int | None:

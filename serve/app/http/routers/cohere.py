@@ -8,7 +8,7 @@ from fastapi.responses import Response
 from steadyrank.serve.app.dialects import cohere
 from steadyrank.serve.app.http.deps import AdmittedBody, scoring_post
 from steadyrank.serve.app.http.responses import JSON, errors
-from steadyrank.serve.app.http.scoring import check_count, check_query, check_sizes, off_loop, parse
+from steadyrank.serve.app.http.scoring import check_count, check_query, check_sizes
 from steadyrank.serve.app.http.state import parts_of
 
 router = APIRouter()
@@ -21,12 +21,14 @@ async def rerank_v2(request: Request, raw: AdmittedBody) -> Response:
     the tokenising runs off the event loop."""
     app = parts_of(request)
     limits = app.services.settings.limits
-    body = parse(raw, cohere.RerankV2Request)
+    body = app.scoring.parse(raw, cohere.RerankV2Request)
     texts, cut = list(body.documents), []
     if body.max_tokens_per_doc is not None:
         check_query(limits, body.query)
         check_count(texts, "documents", limits.max_documents)
         check_sizes(limits, texts, "documents")
-        texts, cut = await off_loop(app.services.reranker_tokens.cut, texts, body.max_tokens_per_doc)
+        app.services.names.resolve("reranker", body.model)
+        # off the event loop, under the request's deadline
+        texts, cut = await app.scoring.within(request, app.services.reranker_tokens.cut, texts, body.max_tokens_per_doc)
     out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model)
     return JSON({**cohere.v2_response(out, body.top_n, cut), "id": request.state.request_id})

@@ -11,10 +11,9 @@ from fastapi.responses import Response
 
 from steadyrank.serve.app import protocol
 from steadyrank.serve.app.dialects import embeddings as embedding_dialect
-from steadyrank.serve.app.dialects.documents import document_text
 from steadyrank.serve.app.http.deps import AdmittedBody, Role, authorised, endpoint, scoring_post
 from steadyrank.serve.app.http.responses import JSON, errors
-from steadyrank.serve.app.http.scoring import check_count, check_query, off_loop, parse
+from steadyrank.serve.app.http.scoring import check_count, check_query
 from steadyrank.serve.app.http.state import parts_of
 from steadyrank.serve.contracts import SearchCall
 from steadyrank.serve.runtime.errors import InvalidInputError
@@ -22,19 +21,18 @@ from steadyrank.serve.runtime.errors import InvalidInputError
 router = APIRouter()
 
 
-def _texts(documents: list[Any], rank_fields: list[str] | None) -> list[str]:
-    return [document_text(d, rank_fields) for d in documents]
-
-
 @scoring_post(router, "/v1/rerank", "rerank", protocol.RerankRequest, protocol.RerankResponse,
               errors(400, 401, 404, 408, 413, 422, 503, 504))
 async def rerank(request: Request, raw: AdmittedBody) -> Response:
     """Cohere/Jina-shaped rerank. Results by score descending, ties by input index."""
     app = parts_of(request)
-    body = parse(raw, protocol.RerankRequest)
-    check_count(body.documents, "documents", app.services.settings.limits.max_documents)  # before any rendering
-    strings = [d for d in body.documents if isinstance(d, str)]
-    texts = strings if len(strings) == len(body.documents) else await off_loop(_texts, body.documents, body.rank_fields)
+    limits = app.services.settings.limits
+    body = app.scoring.parse(raw, protocol.RerankRequest)
+    # every limit that needs no rendering before object documents are rendered
+    check_query(limits, body.query)
+    check_count(body.documents, "documents", limits.max_documents)
+    app.services.names.resolve("reranker", body.model)
+    texts = await app.scoring.texts(request, body.documents, body.rank_fields)
     out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model)
     response = protocol.RerankResponse.build(out, body.documents, body.top_n, bool(body.return_documents)).model_dump()
     return JSON({**response, "id": request.state.request_id})
@@ -47,14 +45,14 @@ async def search(request: Request, raw: AdmittedBody, role: Annotated[Role, Depe
     started = time.perf_counter()
     app = parts_of(request)
     limits = app.services.settings.limits
-    body = parse(raw, protocol.SearchRequest)
-    deadline = app.gateway.deadline(request)
+    body = app.scoring.parse(raw, protocol.SearchRequest)
     check_query(limits, body.query)
     if body.top_n is not None and body.top_n > limits.max_top_n:
         raise InvalidInputError(f"top_n: must be ≤ {limits.max_top_n}, got {body.top_n}")
+    left = app.gateway.remaining(request)
     call = SearchCall(query=body.query, top_n=body.top_n, mode=body.mode, denoise=body.denoise,
-                      return_documents=body.return_documents, deadline=time.time() + deadline)
-    out = await app.scoring.search(request, call, deadline)
+                      return_documents=body.return_documents, deadline=time.time() + left)
+    out = await app.scoring.search(request, call, left)
     payload = protocol.SearchResponse.build(out, body.return_candidates).model_dump()
     payload["id"] = request.state.request_id
     evaluator = app.services.evaluator
@@ -73,8 +71,8 @@ async def search(request: Request, raw: AdmittedBody, role: Annotated[Role, Depe
 async def embeddings(request: Request, raw: AdmittedBody) -> Response:
     """OpenAI-shaped embeddings (L2-normalised; FP32-normalised under HPS)."""
     app = parts_of(request)
-    body = parse(raw, protocol.EmbeddingRequest)
     app.gateway.deadline(request)  # a bad X-Request-Timeout is refused before any work
+    body = app.scoring.parse(raw, protocol.EmbeddingRequest)
     texts = body.texts()
     app.scoring.check_embedding_texts(texts, isinstance(body.input, str), "input")
     names = app.services.names
@@ -82,8 +80,7 @@ async def embeddings(request: Request, raw: AdmittedBody) -> Response:
     embedding_dialect.check_dimensions(body.dimensions, names.embedder_dim, names.matryoshka, served)
     out = await app.scoring.embed(request, texts, True)
     vectors = embedding_dialect.shorten(out["vectors"], body.dimensions)
-    response = protocol.EmbeddingResponse.build(vectors, int(out["tokens"] or 0), served, body.encoding_format or "float")
-    return JSON(response.model_dump())
+    return JSON(protocol.EmbeddingResponse.payload(vectors, int(out["tokens"] or 0), served, body.encoding_format or "float"))
 
 
 @router.get("/v1/models", tags=["models"], response_model=protocol.ModelList, responses=errors(401),

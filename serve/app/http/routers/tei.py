@@ -6,26 +6,17 @@ from __future__ import annotations
 import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic_core import from_json
 
 from steadyrank.serve.app.dialects import infinity, tei
 from steadyrank.serve.app.http.deps import AdmittedBody, scoring_post
 from steadyrank.serve.app.http.responses import JSON, errors
 from steadyrank.serve.app.http.routers import infinity as infinity_router
-from steadyrank.serve.app.http.scoring import off_loop, parse
+from steadyrank.serve.app.http.scoring import decode
 from steadyrank.serve.app.http.state import parts_of
 
 router = APIRouter()
 
 _SCHEMA_REF = "#/components/schemas/{model}"
-
-
-def _sniff(raw: bytes) -> str:
-    """``infinity`` or ``tei`` for a body (anything unparsable is TEI's to refuse)."""
-    try:
-        return infinity.dialect_of(from_json(raw))
-    except (ValueError, RecursionError):
-        return "tei"
 
 
 @scoring_post(router, "/rerank", "rerank_tei", tei.TeiRerankRequest, list[tei.TeiRank] | infinity.InfinityRerankResponse,
@@ -35,11 +26,15 @@ def _sniff(raw: bytes) -> str:
                                        infinity.InfinityRerankRequest.model_json_schema(ref_template=_SCHEMA_REF)]}}}}})
 async def rerank(request: Request, raw: AdmittedBody) -> Response:
     """TEI rerank (``texts``; bare array, TEI errors) or Infinity rerank (``documents``)."""
-    if _sniff(raw) == "infinity":
-        return await infinity_router.rerank(request, raw)
+    # the body is decoded once, its keys tell the dialect, and it is validated as that dialect's
+    # request (a body that is not JSON is TEI's to refuse)
     request.state.dialect = "tei"
+    document = decode(raw)
+    if infinity.dialect_of(document) == "infinity":
+        request.state.dialect = "native"
+        return await infinity_router.rerank(request, document)
     app = parts_of(request)
-    body = parse(raw, tei.TeiRerankRequest)
+    body = app.scoring.validate(document, tei.TeiRerankRequest)
     tei.check_direction(body.truncation_direction, app.services.settings.reranker_model.truncation_side)
     out = await app.scoring.rerank(request, body.query, body.texts, None, None, field="texts")
     max_length = (await app.gateway.model_facts("reranker"))["max_length"]
@@ -52,13 +47,13 @@ async def rerank(request: Request, raw: AdmittedBody) -> Response:
 async def embed(request: Request, raw: AdmittedBody) -> Response:
     """TEI embed: ``{inputs}`` → ``[[float]]`` (L2-normalised)."""
     app = parts_of(request)
-    body = parse(raw, tei.TeiEmbedRequest)
+    body = app.scoring.parse(raw, tei.TeiEmbedRequest)
     tei.check_direction(body.truncation_direction, app.services.settings.embedder.truncation_side)
     texts = body.texts()
     app.scoring.check_embedding_texts(texts, isinstance(body.inputs, str), "inputs")
     if body.truncate is False:
         max_length = (await app.gateway.model_facts("embedder"))["max_length"]
-        counts = await off_loop(app.services.embedder_tokens.count, texts)
+        counts = await app.scoring.within(request, app.services.embedder_tokens.count, texts)
         tei.check_untruncated(False, [i for i, c in enumerate(counts) if c > max_length], "inputs", max_length)
     out = await app.scoring.embed(request, texts, False)
-    return JSON(np.asarray(out["vectors"], dtype=np.float32).tolist())
+    return JSON(np.asarray(out["vectors"], dtype=np.float32).astype(np.float64))  # FP32 values, written in C
