@@ -21,6 +21,15 @@ deploy``: ``deploy/serve_config.yaml`` carries them). A value the user already e
   machine and the replica can put its request handling *below* it
   (:mod:`serve.app.cpu_priority`). Read by the raylet when it starts: for ``serve deploy`` set it
   in the environment of ``ray start`` on each node.
+- ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH=steadyrank.serve.app.proxy_errors:middlewares``:
+  Ray Serve's HTTP proxy answers a request lost with its Ingress replica (the replica's process
+  or node died while serving it) with steadyrank's JSON 503 and ``Retry-After`` instead of a
+  plain-text 500, and its own plain-text 503s in the same shape (:mod:`serve.app.proxy_errors`).
+  Read by each node's proxy when it starts: for ``serve deploy`` set it in the environment of
+  ``ray start`` on each node (the proxy imports steadyrank, so every node needs it installed).
+
+:data:`NODE_VARIABLES` are those read by the processes a node starts outside any application (the
+raylet, Serve's proxy): :func:`node_env`.
 
 The HAProxy ingress (``server.ingress: haproxy``, the default of a local head) adds
 :data:`HAPROXY_ENV_DEFAULTS` and free ports (:func:`apply_haproxy_env`):
@@ -56,11 +65,20 @@ RAY_ENV_DEFAULTS: dict[str, str] = {
     "RAY_SERVE_METRICS_EXPORT_INTERVAL_MS": "1000",
     "RAY_SERVE_CONTROL_LOOP_INTERVAL_S": "0.5",
     "RAY_worker_niceness": "0",
+    "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": "steadyrank.serve.app.proxy_errors:middlewares",
 }
 
+#: read by the processes each node starts outside any application (the raylet, Serve's HTTP proxy):
+#: for ``serve deploy``, the environment of ``ray start`` on every node
+NODE_VARIABLES = frozenset({"RAY_worker_niceness", "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"})
+#: not for an application's ``runtime_env``: read by the Serve controller (started by ``serve.start``)
+#: or by a node's own processes
+NOT_READ_BY_REPLICAS = frozenset({"RAY_SERVE_CONTROL_LOOP_INTERVAL_S"}) | NODE_VARIABLES
 
-#: read by the Serve controller (started by ``serve.start``) or the raylet, not by replicas
-NOT_READ_BY_REPLICAS = frozenset({"RAY_SERVE_CONTROL_LOOP_INTERVAL_S", "RAY_worker_niceness"})
+
+def node_env() -> dict[str, str]:
+    """The entries of :data:`NODE_VARIABLES`: what ``ray start`` on each node of a cluster needs."""
+    return {name: value for name, value in RAY_ENV_DEFAULTS.items() if name in NODE_VARIABLES}
 
 
 def replica_env() -> dict[str, str]:
