@@ -7,6 +7,9 @@ The import path of Ray Serve configs is ``steadyrank.serve.app:build_app`` (``de
   project root), a mapping of settings, a :class:`~serve.app.settings.Settings`, or absent for the
   embedded default (``$STEADYRANK_SETTINGS`` when set).
 
+Without an API key, an application whose Ray Serve listens on a non-loopback address is refused
+here (and again by each Ingress replica as it starts): :mod:`serve.app.exposure`.
+
 ``deployments.layout: colocated`` (the default) binds one deployment, ``Ingress``, whose replica
 holds every component below as an object (:mod:`serve.app.colocated`). ``split`` binds the
 graph (every box a deployment; options per deployment from ``settings.deployments``)::
@@ -55,6 +58,7 @@ def build_app(args: dict[str, Any] | None = None) -> Any:
     """The bound application (``ray.serve.Application``) for ``args`` (see the module docstring):
     the components of :func:`serve.app.graph.components`, each bound as a deployment (split), or
     the one Ingress that builds them all (colocated)."""
+    from steadyrank.serve.app.exposure import check_exposure
     from steadyrank.serve.app.graph import INGRESS_ARGS, components
     from steadyrank.serve.app.ingress import Ingress
 
@@ -63,6 +67,7 @@ def build_app(args: dict[str, Any] | None = None) -> Any:
     if unknown:
         raise SettingsError(f"build_app: unknown argument(s) {unknown}; the only argument is 'settings'")
     settings = resolve_settings(args.get("settings"))
+    check_exposure(settings)  # no key on a non-loopback address: refused here, before anything is deployed
     d = settings.deployments
     # replicas finish their ongoing requests for up to the shutdown grace before they stop
     grace_s = settings.server.shutdown_grace_s

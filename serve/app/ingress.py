@@ -16,6 +16,7 @@ from ray import serve
 
 from steadyrank.serve.app.cpu_priority import renice_local_proxies
 from steadyrank.serve.app.dialects.names import ServedNames
+from steadyrank.serve.app.exposure import check_exposure
 from steadyrank.serve.app.health import replica_health_async
 from steadyrank.serve.app.http import Services, create_app
 from steadyrank.serve.app.http.context import configure_logging
@@ -34,6 +35,7 @@ class Ingress:
         """``deployments.layout: split``: the other deployments' handles. ``colocated``: no handles;
         this replica builds every component itself (:func:`serve.app.colocated.colocate`)."""
         settings = load_settings(settings)
+        check_exposure(settings)  # Serve's real address, from its controller: never serve open
         configure_logging(settings.server.log_format)
         sink = hub
         renice_local_proxies(settings.deployments.background_niceness)  # refusals yield to forward passes

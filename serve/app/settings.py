@@ -439,18 +439,20 @@ class LimitsSettings(_Section):
 
 class AuthSettings(_Section):
     """Bearer API keys for the scoring routes (/v1/*), from ``api_keys``, the file ``keys_file`` and the
-    variable ``api_keys_env`` (the union is accepted). No key anywhere = open, which ``steadyrank serve``
-    allows on a loopback address only, unless ``allow_anonymous`` is true."""
+    variable ``api_keys_env`` (the union is accepted). No key anywhere = open, which the application
+    allows on a loopback address only, unless ``allow_anonymous`` is true (:mod:`serve.app.exposure`)."""
 
     api_keys: list[SecretStr] = Field(default_factory=list, description="accepted keys")
     api_keys_env: str = Field(default=DEFAULT_KEYS_ENV, description="environment variable with more keys, comma-separated "
                                                             "(e.g. from a Kubernetes Secret through secretKeyRef)")
     keys_file: str | None = Field(
         default=None, description="file with more keys, one per line or comma-separated ('#' starts a comment), read at "
-                          "start (e.g. a Kubernetes Secret mounted as a file); relative to the settings file")
+                          "start (e.g. a Kubernetes Secret mounted as a file); relative to the settings file; a file "
+                          "without a key is an error")
     allow_anonymous: bool = Field(
         default=False, description="serve with no key on a non-loopback address (every route open to the network); "
-                           "without it `steadyrank serve` refuses such a bind")
+                           "without it the application refuses such a bind (`steadyrank serve`, `serve run`, "
+                           "`serve deploy`, KubeRay)")
     protect_metrics: bool = Field(default=False, description="also require a key on GET /metrics")
     admin_keys: list[SecretStr] = Field(
         default_factory=list,
@@ -477,7 +479,11 @@ class AuthSettings(_Section):
         except (OSError, UnicodeDecodeError) as exc:
             raise SettingsError(f"settings: auth.keys_file: cannot read {self.keys_file}: {exc}") from None
         lines = (line.split("#", 1)[0] for line in text.splitlines())
-        return [key.strip() for line in lines for key in line.split(",") if key.strip()]
+        keys = [key.strip() for line in lines for key in line.split(",") if key.strip()]
+        if not keys:  # an empty Secret must not turn into "no key at all", i.e. every route open
+            raise SettingsError(f"settings: auth.keys_file: {self.keys_file} holds no key (it is empty or holds only "
+                                "comments): put one key a line in it, or unset auth.keys_file")
+        return keys
 
     def resolved_keys(self, environ: dict[str, str] | None = None) -> list[str]:
         """Keys from the settings, the keys file and the environment (deduplicated, order kept)."""
@@ -487,15 +493,15 @@ class AuthSettings(_Section):
         """Admin keys from the settings and the environment (deduplicated, order kept)."""
         return _keys(self.admin_keys, self.admin_keys_env, environ)
 
-    def check_bind(self, host: str, environ: dict[str, str] | None = None) -> int:
-        """The number of active keys; a SettingsError when there are none, ``host`` is not a loopback
-        address and ``allow_anonymous`` is off."""
+    def check_bind(self, host: str, environ: dict[str, str] | None = None, origin: str = "http.host, --host") -> int:
+        """The number of active keys; a SettingsError when there are none, ``host`` (taken from
+        ``origin``, named in the error) is not a loopback address and ``allow_anonymous`` is off."""
         count = len(self.resolved_keys(environ))
         if count == 0 and not self.allow_anonymous and not is_loopback(host):
             raise SettingsError(
-                f"settings: auth: no API key is configured and the server would listen on {host!r}, open to the "
-                f"network: give keys (--api-key-file FILE, auth.keys_file, auth.api_keys or ${self.api_keys_env}), "
-                "bind 127.0.0.1, or set auth.allow_anonymous: true")
+                f"settings: auth: no API key is configured and the server would listen on {host!r} ({origin}), open "
+                f"to the network: give keys (--api-key-file FILE, auth.keys_file, auth.api_keys or "
+                f"${self.api_keys_env}), bind 127.0.0.1, or set auth.allow_anonymous: true")
         return count
 
 

@@ -116,8 +116,9 @@ def _use_haproxy_ingress(files: Path) -> None:
     """Set up Ray Serve's HAProxy ingress for the local head (:func:`serve.app.ray_env.apply_haproxy_env`),
     with free ports for its side listeners and its files (configuration, admin and metrics sockets,
     server state) under ``files``, which the caller removes at exit (Ray's default is a shared
-    ``/tmp/haproxy-serve`` that every run leaves a folder in); a missing HAProxy binary is a
-    settings error."""
+    ``/tmp/haproxy-serve`` that every run leaves a folder in), and the side listeners on loopback
+    (:mod:`serve.app.haproxy_listeners`); a missing HAProxy binary is a settings error."""
+    from steadyrank.serve.app.haproxy_listeners import install
     from steadyrank.serve.app.ray_env import apply_haproxy_env
 
     with contextlib.ExitStack() as held:  # every socket stays bound until all are picked: distinct ports
@@ -131,9 +132,10 @@ def _use_haproxy_ingress(files: Path) -> None:
     from ray.serve._private.haproxy import get_haproxy_binary  # reads the environment set above
 
     try:
-        get_haproxy_binary()
+        binary = get_haproxy_binary()
     except FileNotFoundError as exc:
         raise ValueError(f"server.ingress is haproxy, but {exc} (or set server.ingress: proxy)") from None
+    install(files, binary)
 
 
 def _progress(done: int, total: int) -> None:
@@ -218,9 +220,11 @@ def run(args: argparse.Namespace) -> int:
     if args.address is None and not _port_free(host, port):
         raise ValueError(f"port {port} on {host} is already in use: stop what holds it or pass --port")
 
-    from steadyrank.serve.app.ray_env import apply_ray_env
+    from steadyrank.serve.app.ray_env import apply_local_head_env, apply_ray_env
 
     apply_ray_env()  # before ray.init: the Ray processes it starts inherit them
+    if args.address is None:  # before ray is first imported: Ray's own processes on loopback only
+        apply_local_head_env()
     haproxy_files = None
     if args.address is None and settings.server.ingress == "haproxy":
         # short: HAProxy takes unix socket paths of 97 characters at most, and Ray adds a node id (56)

@@ -60,6 +60,8 @@ class LocalCluster:
     temp_root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="sr-ray-", dir="/tmp")))
     gcs_port: int = 0
     dashboard_port: int = 0
+    #: more environment of the nodes (Ray's own switches a test needs)
+    node_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def address(self) -> str:
@@ -70,9 +72,14 @@ class LocalCluster:
         return f"http://127.0.0.1:{self.dashboard_port}"
 
     def env(self) -> dict[str, str]:
+        """The environment of the nodes and of the drivers: this cluster's address, and what
+        ``ray start`` on every node of a steadyrank cluster gets (:func:`serve.app.ray_env.node_env`,
+        as deploy/kuberay sets it on each pod)."""
+        from steadyrank.serve.app.ray_env import node_env
+
         env = dict(os.environ)
         env.update({"RAY_ADDRESS": self.address, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1",
-                    "RAY_AUTH_MODE": "disabled"})
+                    "RAY_AUTH_MODE": "disabled", **node_env(), **self.node_env})
         return env
 
     def _start(self, name: str, args: list[str], num_cpus: int, resources: dict[str, float]) -> None:

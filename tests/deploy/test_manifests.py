@@ -4,7 +4,9 @@ the single-node Deployment (deploy/kubernetes/). Checked: the settings in each C
 where the application reads them, the API-key Secret where ``auth.keys_file`` points and a models
 volume that an init container fills with ``steadyrank models pull --config``; workers are probed on
 /readyz; Ray's version equals the image's; PodMonitors and NetworkPolicies select existing pods and
-ports. No cluster here: the objects are checked as data."""
+ports, and a NetworkPolicy admits pods of other namespaces only by namespace and label together; every
+pod runs as the image's non-root user, no container may gain privileges or keeps a capability; models
+are pinned to a Hub commit. No cluster here: the objects are checked as data."""
 
 from __future__ import annotations
 
@@ -132,6 +134,57 @@ def test_monitors_and_network_policies_select_real_pods_and_ports(manifest: str)
         assert selected(policy["spec"]["podSelector"]["matchLabels"]) == pods  # every pod is covered
         open_rules = [r for r in policy["spec"]["ingress"] if "from" not in r]
         assert [[p["port"] for p in r["ports"]] for r in open_rules] == [[8000]]  # only Serve is open to all
+        for peer in (peer for rule in policy["spec"]["ingress"] for peer in rule.get("from", [])):
+            # a peer of another namespace is named by its namespace AND its label, in one entry: a
+            # namespaceSelector {} (any namespace) or one without a podSelector admits far more
+            if "namespaceSelector" in peer:
+                assert peer["namespaceSelector"].get("matchLabels"), (policy["metadata"]["name"], peer)
+                assert peer.get("podSelector", {}).get("matchLabels"), (policy["metadata"]["name"], peer)
+            else:
+                assert peer["podSelector"]["matchLabels"] == policy["spec"]["podSelector"]["matchLabels"], peer
+
+
+def _image_uid(containerfile: Path) -> int:
+    """The uid of the image's ``USER`` (created by ``useradd --uid``): never root."""
+    text = containerfile.read_text()
+    user = re.search(r"^USER (\S+)$", text, re.M)
+    created = re.search(r"useradd .*--uid (\d+) (\S+)", text)
+    assert user and created and created.group(2) == user.group(1), f"{containerfile}: no USER made by useradd --uid"
+    return int(created.group(1))
+
+
+UNPRIVILEGED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+@pytest.mark.parametrize("manifest", ["kuberay/rayservice.yaml", "kubernetes/deployment.yaml"])
+def test_every_pod_runs_non_root_without_privileges(manifest: str) -> None:
+    """The "restricted" Pod Security Standard: the pod runs as the image's own non-root user with
+    the runtime's seccomp profile; every container (init containers and KubeRay's autoscaler
+    sidecar too) may not gain privileges and drops every capability."""
+    kind = _docs(DEPLOY / manifest)
+    uids = {_image_uid(DEPLOY / "Containerfile"), _image_uid(DEPLOY / "Containerfile.cuda")}
+    assert len(uids) == 1 and 0 not in uids, uids
+    for pod in _pod_templates(kind):
+        security = pod["spec"]["securityContext"]
+        assert security["runAsNonRoot"] is True and {security["runAsUser"]} == uids, security
+        assert security["seccompProfile"] == {"type": "RuntimeDefault"}, security
+        for container in pod["spec"]["containers"] + pod["spec"].get("initContainers", []):
+            assert container.get("securityContext") == UNPRIVILEGED, container["name"]
+    if "RayService" in kind:
+        cluster = kind["RayService"][0]["spec"]["rayClusterConfig"]
+        if cluster.get("enableInTreeAutoscaling"):
+            assert cluster["autoscalerOptions"]["securityContext"] == UNPRIVILEGED
+
+
+@pytest.mark.parametrize("manifest", ["kuberay/rayservice.yaml", "kubernetes/deployment.yaml"])
+def test_models_are_pinned_to_a_hub_commit(manifest: str) -> None:
+    """Every Hub model of the settings names a commit (40 hex digits), not a branch such as main:
+    every pod, and every restart, pulls the same weights."""
+    settings, _ = _settings(_docs(DEPLOY / manifest)["ConfigMap"][0])
+    models = [m for m in (settings.embedder, settings.reranker, settings.canary) if m is not None and m.path]
+    assert models
+    for model in models:
+        assert model.revision is not None and re.fullmatch(r"[0-9a-f]{40}", model.revision), (model.path, model.revision)
 
 
 def test_kuberay_applies_the_serve_tuning_of_serve_config() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 import os
 import shutil
@@ -315,7 +316,8 @@ def test_stop_drains_and_leaves_nothing(server: Server, kind: str) -> None:
 
     The first two cases also check how the server runs (both layouts): the local Ray head runs
     without the autoscaler monitor and the API server (with the dashboard off, it holds only
-    Ray's usage-statistics reporter), forward passes are favoured, HAProxy holds the port."""
+    Ray's usage-statistics reporter), forward passes are favoured, HAProxy holds the port, and the
+    server, bound to 127.0.0.1, listens on loopback only (:func:`_assert_listens_on_loopback_only`)."""
     stop = STOPS[kind]
     tree = server.tree()
     assert any("raylet" in _cmdline(p) for p in tree), "the Ray processes were not found"
@@ -324,6 +326,7 @@ def test_stop_drains_and_leaves_nothing(server: Server, kind: str) -> None:
         idle = [_cmdline(p) for p in tree if any(a.endswith(("/monitor.py", "/dashboard.py")) for a in _cmdline(p).split())]
         assert not idle, f"the local Ray head still runs the autoscaler monitor or the API server: {idle}"
         _assert_forward_passes_favoured(server, "Ingress" if server.layout == "colocated" else "Reranker")
+        _assert_listens_on_loopback_only(server, haproxy_files)
     tree = server.tree() + haproxies(haproxy_files)
     run = asyncio.run(_stop_under_load(server, stop, n=3))
     code = server.process.wait(timeout=GRACE_S + 30)
@@ -403,6 +406,36 @@ def _assert_haproxy_listens(srv: Server) -> Path:
     (folder,) = folders
     assert folder.name.startswith("sr-haproxy-"), folder
     return folder
+
+
+def _is_loopback(address: str) -> bool:
+    """127.0.0.0/8, ::1, or 127.x mapped into IPv6 (``::ffff:127.0.0.1``: an IPv6 socket bound to
+    IPv4 loopback, which is how Ray's gRPC servers bind it)."""
+    ip = ipaddress.ip_address(address)
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def _assert_listens_on_loopback_only(srv: Server, haproxy_files: Path) -> None:
+    """What ``ss -ltnp`` shows for the server's process tree (and its HAProxy processes): every
+    listening TCP socket on a loopback address — the HTTP front, HAProxy's stats and Prometheus
+    listeners, the GCS, the raylet, the dashboard and runtime-env agents, every worker's gRPC
+    server. One exception, Ray Serve's own and not configurable: each replica's inter-deployment
+    gRPC server, which Ray Serve 2.60 binds to ``[::]:0`` in every replica
+    (``ray/serve/_private/replica.py``, ``_on_initialized``; behind Ray's token authentication);
+    exactly one such socket per replica process is allowed, and nothing else."""
+    tree = {p.pid: p for p in srv.tree() + haproxies(haproxy_files)}
+    listening = [(c.laddr.ip, c.laddr.port, c.pid) for c in psutil.net_connections("tcp")
+                 if c.status == psutil.CONN_LISTEN and c.pid in tree]
+    assert any(port == srv.port for _, port, _ in listening), "the server's own port was not seen"
+    exposed = [(ip, port, pid, _cmdline(tree[pid])[:60]) for ip, port, pid in listening if not _is_loopback(ip)]
+    replica_grpc = [entry for entry in exposed if entry[0] == "::" and entry[3].startswith("ray::ServeReplica:")]
+    others = [entry for entry in exposed if entry not in replica_grpc]
+    assert not others, f"listening beyond loopback: {others}"
+    per_replica = [pid for _, _, pid, _ in replica_grpc]
+    assert len(per_replica) == len(set(per_replica)), replica_grpc  # one per replica at most
+    print(f"\n[lifecycle] {len(listening)} listening sockets, all on loopback but {len(replica_grpc)} replica "
+          f"gRPC server(s) on [::] (Ray Serve's, not configurable)")
 
 
 def _name_or_none(proc: psutil.Process) -> str | None:

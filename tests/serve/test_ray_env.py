@@ -10,10 +10,12 @@ from steadyrank.serve.app.ray_env import (
     HAPROXY_ENV_DEFAULTS,
     HAPROXY_FILE_VARIABLES,
     HAPROXY_PORT_VARIABLES,
+    NODE_VARIABLES,
     NOT_READ_BY_REPLICAS,
     RAY_ENV_DEFAULTS,
     apply_haproxy_env,
     apply_ray_env,
+    node_env,
     replica_env,
 )
 
@@ -57,8 +59,9 @@ def test_serve_config_carries_every_replica_variable() -> None:
     assert app["logging_config"]["enable_access_log"] is False
 
 
-def test_kuberay_nodes_start_workers_at_the_niceness_steadyrank_serve_uses() -> None:
-    """The raylet reads ``RAY_worker_niceness`` when it starts: every node's container carries it."""
+def test_kuberay_nodes_carry_the_node_variables_steadyrank_serve_sets() -> None:
+    """The raylet reads ``RAY_worker_niceness`` and each node's Serve proxy its error callback when
+    they start: every node's container carries :func:`node_env`."""
     docs = yaml.safe_load_all((ROOT / "deploy" / "kuberay" / "rayservice.yaml").read_text())
     service = next(d for d in docs if d and d["kind"] == "RayService")
     cluster = service["spec"]["rayClusterConfig"]
@@ -66,4 +69,19 @@ def test_kuberay_nodes_start_workers_at_the_niceness_steadyrank_serve_uses() -> 
     for group in groups:
         (container,) = group["template"]["spec"]["containers"]
         env = {e["name"]: e["value"] for e in container.get("env", [])}
-        assert env.get("RAY_worker_niceness") == RAY_ENV_DEFAULTS["RAY_worker_niceness"], group.get("groupName", "head")
+        assert node_env().items() <= env.items(), group.get("groupName", "head")
+
+
+def test_node_env_is_what_a_node_reads_and_its_proxy_callback_resolves() -> None:
+    """The node variables are left out of an application's runtime_env, and the proxy callback is
+    what Ray Serve's proxy accepts: called and checked the way the proxy does it."""
+    from ray.serve._private.http_util import validate_http_proxy_callback_return
+    from ray.serve._private.utils import call_function_from_import_path
+
+    from steadyrank.serve.app.proxy_errors import ProxyErrors
+
+    assert set(node_env()) == NODE_VARIABLES <= NOT_READ_BY_REPLICAS
+    assert node_env()["RAY_worker_niceness"] == RAY_ENV_DEFAULTS["RAY_worker_niceness"]
+    callback = node_env()["RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"]
+    middlewares = validate_http_proxy_callback_return(call_function_from_import_path(callback))
+    assert [m.cls for m in middlewares] == [ProxyErrors]

@@ -102,6 +102,20 @@ def test_keys_from_a_file_like_a_mounted_kubernetes_secret(tmp_path: Path) -> No
         AuthSettings(keys_file=str(tmp_path / "missing")).resolved_keys({})
 
 
+@pytest.mark.parametrize("text", ["", "\n\n", "# keys go here\n  # none yet\n", " , ,\n"],
+                         ids=["empty", "blank lines", "comments only", "commas only"])
+def test_a_keys_file_without_a_key_is_an_error_naming_the_file(tmp_path: Path, text: str) -> None:
+    """An empty Secret must not turn into "no key at all" (every route open): the start fails,
+    on a loopback address too."""
+    keys = tmp_path / "api-keys"
+    keys.write_text(text)
+    auth = AuthSettings(keys_file=str(keys))
+    with pytest.raises(SettingsError, match=rf"auth.keys_file: {keys} holds no key"):
+        auth.check_bind("127.0.0.1", environ={})
+    with pytest.raises(SettingsError, match="holds no key"):
+        AuthSettings(keys_file=str(keys), api_keys=["inline"]).resolved_keys({})
+
+
 def test_keys_file_is_relative_to_the_settings_file(tmp_path: Path) -> None:
     (tmp_path / "keys").write_text("k\n")
     (tmp_path / "s.yaml").write_text("auth: {keys_file: keys}\n")

@@ -1,7 +1,6 @@
-"""Request ids and the log lines that carry them.
+"""The log lines that carry request ids.
 
-A request's id is the client's ``X-Request-Id`` when it is 1–128 characters of ``[A-Za-z0-9._:-]``
-(anything else could forge log lines or balloon them), else a fresh 32-hex-digit uuid4. The id is
+A request's id (:func:`serve.app.request_ids.request_id_of`) is
 held in a context variable for the request's task, so every log line steadyrank writes while
 serving it carries ``request_id`` (:class:`RequestIdFilter`); ``server.log_format: json`` writes
 those lines as JSON objects (:class:`JsonFormatter`).
@@ -11,21 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
-import re
-import uuid
 from contextvars import ContextVar
 
-REQUEST_ID_HEADER = "x-request-id"
-_SAFE_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
-
 current_request_id: ContextVar[str | None] = ContextVar("steadyrank_request_id", default=None)
-
-
-def request_id_of(header: str | None) -> str:
-    """The client's id when it is safe (see the module docstring), else a new one."""
-    if header is not None and _SAFE_ID.fullmatch(header):
-        return header
-    return uuid.uuid4().hex
 
 
 class RequestIdFilter(logging.Filter):

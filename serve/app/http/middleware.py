@@ -1,7 +1,7 @@
 """The ASGI middleware around every route: the request id, the arrival time, the answer to an
 untyped exception, and the request metrics.
 
-- ``X-Request-Id``: the client's (when safe, :func:`~.context.request_id_of`) or a new one; held in
+- ``X-Request-Id``: the client's (when safe, :func:`~serve.app.request_ids.request_id_of`) or a new one; held in
   ``request.state.request_id`` and the log context for the request, sent back as a header (by Ray
   Serve's own HTTP server when it fronts the app: it puts the client's id, or one it made, in the
   request's headers and echoes it; ``Services.echoes_request_id``);
@@ -24,7 +24,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from steadyrank.serve.app import tracing
 from steadyrank.serve.app.errors import internal_error
-from steadyrank.serve.app.http.context import REQUEST_ID_HEADER, current_request_id, request_id_of
+from steadyrank.serve.app.http.context import current_request_id
+from steadyrank.serve.app.request_ids import REQUEST_ID_HEADER, request_id_of
 
 logger = logging.getLogger("steadyrank.http")
 
