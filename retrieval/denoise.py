@@ -7,9 +7,9 @@ never touched:
 
 * quoted spans (``"…"``, ``“…”``, ``«…»``) and numbers are set aside before anything else and
   restored verbatim;
-* the text is cut into clauses at ``, . ! ? ; : … — –`` and spaced hyphens; a noise phrase is removed
-  only at the start or the end of a clause (not when it starts a run of capitalised words: "Bon
-  Jovi"), and a clause is dropped only when it carries no content word — nothing left but
+* the text is cut into clauses at ``, . ! ? ; : … — –`` and spaced hyphens; a noise phrase (starting
+  a word: "Delhi" holds no "hi") is removed only at the start or the end of a clause (not when it
+  starts a run of capitalised words: "Bon Jovi"), and a clause is dropped only when it carries no content word — nothing left but
   punctuation, or only function words and noise words with at least one noise word ("sorry if my
   question is silly") — so a clause holding a name, a number or a content word survives;
 * a **set-off personal aside** is dropped: a segment opened by a dash (``—``, ``–``, `` - ``) and
@@ -21,6 +21,10 @@ never touched:
   when I print" keeps it. A first-person remark that is off the query's words but still relevant
   ("— I am on a budget") is dropped too: that is the limit of rules, which ``llm`` does not have.
 
+Cost: linear in the query's length (one scan per clause for its phrases, word counts for the asides;
+tests/retrieval/test_denoise_cost.py), a few milliseconds at 4,000 characters — which is why the
+search pipeline runs it on a worker thread, never on the event loop.
+
 The word lists are written apart from the measurement templates of ``steadyrank probe noise``
 (serve/probes/data), so that benchmark does not grade the lists against themselves. ``llm``
 (:mod:`retrieval.rewrite`) asks a chat model to restate the need and falls back to ``rules``.
@@ -30,6 +34,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
+from collections.abc import Callable
 from typing import Literal
 
 from steadyrank.retrieval.denoise_lexicon import FIRST_PERSON, INTERROGATIVE, NOISE, PHRASES, SET_OFF, START_ONLY, STOP
@@ -37,16 +43,19 @@ from steadyrank.retrieval.denoise_lexicon import FIRST_PERSON, INTERROGATIVE, NO
 DenoiseMode = Literal["off", "rules", "llm"]
 DENOISE_MODES: tuple[str, ...] = ("off", "rules", "llm")
 
-_NOISE = re.compile(r"(?:" + "|".join(f"(?:{p})" for p in PHRASES) + r")(?![\w'’-])", re.IGNORECASE)
+#: A noise phrase starting a word (not after a letter or digit: "also sorry" holds no "so sorry") and
+#: ending one.
+_NOISE = re.compile(r"(?<![^\W_])(?:" + "|".join(f"(?:{p})" for p in PHRASES) + r")(?![\w'’-])", re.IGNORECASE)
 _SET_OFF = re.compile("|".join(SET_OFF), re.IGNORECASE)
 _NOT_AT_END = re.compile("|".join(SET_OFF + START_ONLY), re.IGNORECASE)
 _EMOJI = re.compile(
     "[\U0001F000-\U0001FAFF\u2600-\u27BF\u2B00-\u2BFF\u2300-\u23FF\U0001F1E6-\U0001F1FF\uFE0F\u200D\u20E3]+"
     r"|(?<![\w:/])(?:[:;=]['’-]?[()DPpOo/\\|*\]\[]+|<3+|\^[_.]?\^)(?!\w)"  # emoticons: :-) ;) :D <3 ^^
 )
-#: Spans set aside verbatim: quoted text (before emoji go) and numbers (after: "<3" is an emoticon),
-#: with their internal separators: 2,000 / 3.5 / 10:30.
-_QUOTED = re.compile(r'"[^"]*"|“[^”]*”|«[^»]*»|„[^“”]*[“”]')
+#: Spans set aside verbatim: quoted text (before emoji go: opening mark → its closing marks) and
+#: numbers (after: "<3" is an emoticon), with their internal separators: 2,000 / 3.5 / 10:30.
+_QUOTES = {'"': '"', "“": "”", "«": "»", "„": "“”"}
+_OPENING = re.compile("[" + "".join(_QUOTES) + "]")
 _NUMBER = re.compile(r"\d+(?:[.,:/]\d+)*")
 #: A capitalised word followed by another ("Bon Jovi", "Hey Jude"): a name, never noise.
 _NAME_AHEAD = re.compile(r"[A-ZÀ-Ý][\w'’-]* [A-ZÀ-Ý]")
@@ -54,10 +63,13 @@ _CLAUSE = re.compile(r"(\s*[,.!?;:…—–\x01]+\s*|\s+-+\s+)")  # \x01: where 
 _STRONG = re.compile(r"[.!?;…—–]|\s-+\s")  # a separator that ends a segment
 _DASH = re.compile(r"[—–]|\s-+\s")  # a separator that opens a set-off segment
 _EDGE_DASH = re.compile(r"^-+\s+|\s+-+$")  # a spaced hyphen left at an end (never a sign: "-5")
+_TRAILING_DASH = re.compile(r"\s+-+$")
 _WORD = re.compile(r"[^\W\d_]+")  # letters only: apostrophes and hyphens split ("j'ai" → j, ai)
-#: A protected span's stand-in: its index as one private-use character (no digit, no letter) between NULs.
-_PLACEHOLDER = re.compile("\x00(.)\x00")
+#: A protected span's stand-in: its index in base 2¹⁶, written in private-use characters (no digit, no
+#: letter), between NULs. NUL and \x01 are the denoiser's own marks: dropped from the query first.
+_PLACEHOLDER = re.compile("\x00([\U000F0000-\U000FFFFF]+)\x00")
 _BASE = 0xF0000
+_MARKS = str.maketrans("", "", "\x00\x01")
 
 
 def normalize(text: str) -> str:
@@ -67,21 +79,36 @@ def normalize(text: str) -> str:
 
 def _strip_noise(clause: str) -> str:
     """``clause`` without noise phrases at its start and its end (repeatedly); a ``SET_OFF`` phrase
-    only as the whole clause or before another noise phrase, a ``START_ONLY`` one never at the end."""
-    previous = None
-    while clause != previous:
-        previous = clause
-        start = _NOISE.match(clause)
-        if start and (start.end() == len(clause) or not clause[start.end()].isalnum()) and not _NAME_AHEAD.match(clause):
-            rest = clause[start.end():].lstrip(" ,")
-            if not rest or not _SET_OFF.fullmatch(start.group(0)) or _NOISE.match(rest):
-                clause = rest
-        for end in _NOISE.finditer(clause):
-            if end.end() == len(clause) and (end.start() == 0 or not clause[end.start() - 1].isalnum()):
-                if end.start() == 0 or not _NOT_AT_END.fullmatch(end.group(0)):
-                    clause = clause[:end.start()].rstrip(" ,")
-                break
-    return clause
+    only as the whole clause or before another noise phrase, a ``START_ONLY`` one never at the end.
+
+    One scan finds the clause's noise phrases left to right (``tokens``); the clause then shrinks as
+    a window ``clause[lo:hi]`` holding ``tokens[i:j]``: every step takes a phrase off one end, so the
+    work is linear in the clause's length."""
+    tokens = list(_NOISE.finditer(clause))
+    lo, hi, i, j = 0, len(clause), 0, len(tokens)
+    names: dict[int, int] = {}  # window start → end of the "Name Name" opening it there (-1: none)
+    changed = True
+    while changed:
+        changed = False
+        if i < j and tokens[i].start() == lo:
+            start = tokens[i]
+            if lo not in names:
+                name = _NAME_AHEAD.match(clause, lo)
+                names[lo] = name.end() if name else -1
+            if (start.end() == hi or not clause[start.end()].isalnum()) and not 0 <= names[lo] <= hi:
+                rest = start.end()
+                while rest < hi and clause[rest] in " ,":
+                    rest += 1
+                if rest == hi or not _SET_OFF.fullmatch(start.group(0)) or (i + 1 < j and tokens[i + 1].start() == rest):
+                    lo, i, changed = rest, i + 1, True
+        if i < j:
+            end = tokens[j - 1]
+            if end.end() == hi and (end.start() == lo or not clause[end.start() - 1].isalnum()):
+                if end.start() == lo or not _NOT_AT_END.fullmatch(end.group(0)):
+                    hi, j, changed = end.start(), j - 1, True
+                    while hi > lo and clause[hi - 1] in " ,":
+                        hi -= 1
+    return clause[lo:hi]
 
 
 def _words(body: str) -> list[str]:
@@ -103,74 +130,153 @@ def _carries_content(body: str) -> bool:
     return bool(lower) and not (all(w in STOP or w in NOISE for w in lower) and any(w in NOISE for w in lower))
 
 
-def _content_words(bodies: list[str]) -> set[str]:
-    """Lower-cased words of ``bodies`` of at least 3 letters that are neither function nor noise words."""
-    return {w for body in bodies for w in (x.lower() for x in _words(body)) if len(w) >= 3 and w not in STOP and w not in NOISE}
+def _content_words(body: str) -> set[str]:
+    """Lower-cased words of ``body`` of at least 3 letters that are neither function nor noise words."""
+    return {w for w in (x.lower() for x in _words(body)) if len(w) >= 3 and w not in STOP and w not in NOISE}
 
 
-def _shared(a: str, b: str) -> bool:
-    """Whether two content words are the same word up to an ending: the shorter agrees with the longer
-    on its first min(4, len(shorter)) letters."""
-    short, long = sorted((a, b), key=len)
-    n = min(4, len(short))
-    return short[:n] == long[:n]
+class _Vocabulary:
+    """Content words, counted under the keys through which another word shares them: two words are
+    shared when the shorter agrees with the longer on its first min(4, len(shorter)) letters
+    (module docstring), so a word of 3 letters is found by its own letters among the first three
+    of every word, a longer one by its first three among the 3-letter words or by its first four
+    among the longer ones. Taking a segment's words out and putting them back costs their number."""
+
+    def __init__(self) -> None:
+        self.keys: Counter[tuple[int, str]] = Counter()
+        self.size = 0
+
+    @staticmethod
+    def _keys(word: str) -> tuple[tuple[int, str], ...]:
+        return ((3, word[:3]), (0, word)) if len(word) == 3 else ((3, word[:3]), (4, word[:4]))
+
+    def add(self, words: set[str], count: int = 1) -> None:
+        for word in words:
+            self.keys.update(dict.fromkeys(self._keys(word), count))
+        self.size += count * len(words)
+
+    def shares(self, word: str) -> bool:
+        """Whether a counted word is the same as ``word`` up to an ending."""
+        if len(word) == 3:
+            return self.keys[(3, word)] > 0
+        return self.keys[(0, word[:3])] > 0 or self.keys[(4, word[:4])] > 0
 
 
-def _is_aside(bodies: list[str], end_separator: str, rest: set[str]) -> bool:
-    """Whether a dash-opened segment (its clause ``bodies``) is a personal aside (module docstring)."""
+def _is_aside(bodies: list[str], end_separator: str, rest: _Vocabulary) -> bool:
+    """Whether a dash-opened segment (its clause ``bodies``) is a personal aside (module docstring);
+    ``rest``: the content words of the query's other kept clauses."""
     text = " ".join(bodies)
     words = _words(text)
     lower = [w.lower() for w in words]
     if not lower or "\x00" in text or "?" in end_separator or lower[0] in INTERROGATIVE or _has_name(words):
         return False
-    own = _content_words(bodies)
-    return (any(w in FIRST_PERSON for w in lower) and bool(rest)
-            and not any(_shared(a, b) for a in own for b in rest))
+    own = {w for body in bodies for w in _content_words(body)}
+    return any(w in FIRST_PERSON for w in lower) and rest.size > 0 and not any(rest.shares(w) for w in own)
+
+
+def _segments(separators: list[str]) -> list[tuple[list[int], bool]]:
+    """The clauses (indices) of each segment, and whether a dash opens it: segments run between
+    strong separators; ``separators[i]`` follows clause ``i``."""
+    out: list[tuple[list[int], bool]] = [([0], False)]
+    for i in range(1, len(separators)):
+        if _STRONG.search(separators[i - 1]):
+            out.append(([], bool(_DASH.search(separators[i - 1]))))
+        out[-1][0].append(i)
+    return out
 
 
 def _drop_asides(bodies: list[str], keep: list[bool], separators: list[str]) -> list[bool]:
-    """``keep`` with the clauses of every personal aside set False. Segments run between strong
-    separators; one opened by a dash is a candidate."""
-    segments: list[list[int]] = [[0]]
-    set_off = [False]
-    for i in range(1, len(bodies)):
-        if _STRONG.search(separators[i - 1]):
-            segments.append([])
-            set_off.append(bool(_DASH.search(separators[i - 1])))
-        segments[-1].append(i)
+    """``keep`` with the clauses of every personal aside set False; a segment opened by a dash is a
+    candidate."""
+    words: list[set[str]] = [_content_words(body) if kept else set() for body, kept in zip(bodies, keep, strict=True)]
+    vocabulary = _Vocabulary()
+    for own in words:
+        vocabulary.add(own)
     out = list(keep)
-    for segment, dashed in zip(segments, set_off, strict=True):
+    for segment, dashed in _segments(separators):
         kept = [i for i in segment if keep[i]]
         if not dashed or not kept:
             continue
-        rest = _content_words([bodies[i] for i in range(len(bodies)) if keep[i] and i not in segment])
-        if _is_aside([bodies[i] for i in kept], separators[segment[-1]], rest):
+        for i in kept:
+            vocabulary.add(words[i], -1)
+        if _is_aside([bodies[i] for i in kept], separators[segment[-1]], vocabulary):
             for i in segment:
                 out[i] = False
+        for i in kept:
+            vocabulary.add(words[i])
     return out
+
+
+def _stand_in(index: int) -> str:
+    """The placeholder of the protected span number ``index`` (``_PLACEHOLDER``)."""
+    digits: list[str] = []
+    while True:
+        index, digit = divmod(index, 0x10000)
+        digits.append(chr(_BASE + digit))
+        if not index:
+            return "\x00" + "".join(reversed(digits)) + "\x00"
+
+
+def _index(stand_in: str) -> int:
+    """The span number a placeholder's digits write (the inverse of :func:`_stand_in`)."""
+    index = 0
+    for digit in stand_in:
+        index = index * 0x10000 + ord(digit) - _BASE
+    return index
+
+
+def _hide_quoted(text: str, hide: Callable[[str], str]) -> str:
+    """``text`` with every quoted span (an opening mark to the first of its closing marks after it)
+    replaced by ``hide(span)``, left to right. An opening mark with no closing mark after it stays;
+    the search for each closing mark only moves forward, so the scan is linear."""
+    ahead: dict[str, int] = {}  # closing mark → its first position at or after the last search (-1: none)
+
+    def closing(marks: str, after: int) -> int:
+        for mark in marks:
+            if 0 <= ahead.get(mark, after - 1) < after:
+                ahead[mark] = text.find(mark, after)
+        return min((ahead[m] for m in marks if ahead[m] >= 0), default=-1)
+
+    out: list[str] = []
+    done = 0
+    for opening in _OPENING.finditer(text):
+        if opening.start() < done:
+            continue
+        close = closing(_QUOTES[opening.group(0)], opening.end())
+        if close >= 0:
+            out += [text[done:opening.start()], hide(text[opening.start():close + 1])]
+            done = close + 1
+    return "".join(out) + text[done:]
+
+
+def _assemble(bodies: list[str], separators: list[str], keep: list[bool]) -> str:
+    """The kept clauses with their separators; a dropped clause ending in ``? ! .`` hands its end mark
+    to the text before it (unless that already ends in one)."""
+    pieces: list[str] = []
+    for body, separator, kept in zip(bodies, separators, keep, strict=True):
+        separator = separator.replace("\x01", " ")
+        if kept:
+            pieces.append(body + separator)
+        elif pieces and separator.strip()[:1] in ("?", "!", ".") and pieces[-1].rstrip()[-1:] not in "?!.":
+            pieces[-1] = _TRAILING_DASH.sub("", pieces[-1].rstrip(" ,;:—–")) + separator.rstrip()
+    return _EDGE_DASH.sub("", re.sub(r"\s+", " ", "".join(pieces)).strip(" ,;:—–"))
 
 
 def denoise_rules(text: str) -> str:
     """``text`` with conversational noise removed (module docstring). Falls back to the normalised
-    text when nothing would be left."""
+    text when nothing would be left. Linear in the length of ``text``."""
     clean = normalize(text)
     protected: list[str] = []
 
-    def hide(match: re.Match[str]) -> str:
-        protected.append(match.group(0))
-        return f"\x00{chr(_BASE + len(protected) - 1)}\x00"
+    def hide(span: str) -> str:
+        protected.append(span)
+        return _stand_in(len(protected) - 1)
 
-    hidden = re.sub(r"\s+", " ", _NUMBER.sub(hide, _EMOJI.sub("\x01", _QUOTED.sub(hide, clean))))
+    hidden = _hide_quoted(clean.translate(_MARKS), hide)
+    hidden = re.sub(r"\s+", " ", _NUMBER.sub(lambda m: hide(m.group(0)), _EMOJI.sub("\x01", hidden)))
     parts = _CLAUSE.split(hidden)
     bodies = [_strip_noise(clause.strip()) for clause in parts[0::2]]
     separators = parts[1::2] + [""]
     keep = _drop_asides(bodies, [_carries_content(body) for body in bodies], separators)
-    out = ""
-    for body, separator, kept in zip(bodies, [sep.replace("\x01", " ") for sep in separators], keep, strict=True):
-        if kept:
-            out += body + separator
-        elif out and separator.strip()[:1] in ("?", "!", ".") and out.rstrip()[-1:] not in "?!.":
-            out = _EDGE_DASH.sub("", out.rstrip(" ,;:—–")) + separator.rstrip()  # a dropped last clause keeps the end mark
-    out = _EDGE_DASH.sub("", re.sub(r"\s+", " ", out).strip(" ,;:—–"))
-    out = _PLACEHOLDER.sub(lambda m: protected[ord(m.group(1)) - _BASE], out)
+    out = _PLACEHOLDER.sub(lambda m: protected[_index(m.group(1))], _assemble(bodies, separators, keep))
     return out or clean

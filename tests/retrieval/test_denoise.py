@@ -91,6 +91,12 @@ def test_rules_remove_ambiguous_fillers_only_when_set_off(text):
     assert denoise_rules(f"Well, {text}") == text
 
 
+def test_a_phrase_inside_a_word_hides_no_phrase_after_it():
+    """A noise phrase starts a word: "Delhi all" holds no "hi all", so the sign-off after it goes."""
+    assert denoise_rules("cheap flights Delhi all the best") == "cheap flights Delhi"
+    assert denoise_rules("is it also so sorry") == "is it also"
+
+
 def test_rules_normalise_unicode_and_whitespace_and_never_return_empty():
     assert denoise_rules("  Zoe\u0301   Lefe\u0300vre\n\tbooks ") == "Zoé Lefèvre books"
     assert denoise_rules("Hi!  Thanks 🙂") == "Hi! Thanks 🙂"  # nothing but noise: the normalised text
@@ -140,3 +146,31 @@ def test_pipeline_searches_the_rewritten_query_and_times_the_denoise_stage(tmp_p
     assert rules.query.to_json() == {"original": noisy, "rewritten": clean, "denoise": "rules", "source": "rules"}
     assert rules.doc_ids == baseline.doc_ids and "denoise" in rules.timings
     assert off.query.rewritten == noisy and "denoise" not in off.timings
+
+
+def test_pipeline_runs_rules_on_a_worker_thread(tmp_path, embedder, documents, monkeypatch):
+    """The denoiser's work grows with the query: the event loop that awaits the search never runs it."""
+    import threading
+
+    from steadyrank.retrieval import pipeline
+    from steadyrank.retrieval.routing import RoutingSettings
+    from steadyrank.retrieval.store import IndexStore, build_index
+
+    threads = []
+
+    def recorded(text: str) -> str:
+        threads.append(threading.get_ident())
+        return denoise_rules(text)
+
+    monkeypatch.setattr(pipeline, "denoise_rules", recorded)
+    build_index(tmp_path / "idx", documents, embedder)
+    with IndexStore.open(tmp_path / "idx", embedder) as store:
+        models = pipeline.local_models(store, embedder, None, rrf_k=60, rrf_weights=(1.0, 1.0))
+
+        async def search() -> tuple[int, pipeline.Ranked]:
+            return threading.get_ident(), await pipeline.search("Hi! sorry, " + documents[0].text, "bm25", models,
+                                                                RoutingSettings(k_high=5, k_low=5), denoise="rules")
+
+        loop_thread, ranked = asyncio.run(search())
+    assert ranked.query.rewritten == documents[0].text
+    assert len(threads) == 1 and threads[0] != loop_thread
