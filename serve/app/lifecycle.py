@@ -163,13 +163,17 @@ def drain_ingress(ray_serve: Any, app: str, deadline: float, stop: StopSignals, 
     were reached), or until ``deadline`` (monotonic s) or a second signal. Each call waits
     :data:`CALL_S` at most. Draining the front first matters for chained requests: a downstream
     replica idle for a moment (the Searcher between its Embedder and Reranker calls) must not
-    stop under a request that still needs it."""
+    stop under a request that still needs it. A call that times out (a loaded replica) is made
+    again: one slow answer does not end the drain."""
     status = ray_serve.status().applications[app].deployments["Ingress"]
     replicas = max(1, int(status.replica_states.get("RUNNING", 0)))
     handle = ray_serve.get_app_handle(app)
     in_flight: dict[str, int] = {}
     while time.monotonic() < deadline and not stop.force.is_set():
-        answer = handle.drain.remote().result(timeout_s=max(0.1, min(CALL_S, deadline - time.monotonic())))
+        try:
+            answer = handle.drain.remote().result(timeout_s=max(0.1, min(CALL_S, deadline - time.monotonic())))
+        except TimeoutError:  # a replica too busy to answer within CALL_S is asked again, until the deadline
+            continue
         in_flight[answer["replica"]] = int(answer["in_flight"])
         if len(in_flight) >= replicas and not any(in_flight.values()):
             return
