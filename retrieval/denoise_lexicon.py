@@ -19,8 +19,10 @@ themselves.
 from __future__ import annotations
 
 GREETINGS = [
-    r"(hi|hello|hey)( there| all| everyone| guys| folks| team)?", r"hiya", r"howdy", r"greetings",
-    r"good (morning|afternoon|evening|day)( all| everyone)?", r"dear (all|team|sir|madam|colleagues)",
+    r"(hi|hello|hey|heya|hiya|howdy|greetings|yo|sup|ahoy)( (there|again|all|everyone|everybody|folks|guys|gang|fam|friends"
+    r"|peeps|team|y'all|you all|world))*",
+    r"(morning|evening)( (all|everyone|everybody|folks|guys|gang|fam|friends|peeps|team|y'all|you all))+",
+    r"good (morning|afternoon|evening|day)( to you)?( all| everyone| folks)?", r"dear (all|team|sir|madam|colleagues)",
     r"bonjour( à tous| à toutes| tout le monde)?", r"bonsoir( à tous| tout le monde)?", r"salut( à tous| tout le monde)?",
     r"coucou( tout le monde)?", r"cher(e|s|es)? (collègues|amis)", r"bien le bonjour",
 ]
@@ -34,7 +36,7 @@ FILLERS = [
 #: at the start right before another noise phrase ("okay so …").
 SET_OFF = [
     r"well", r"like", r"okay", r"ok", r"ben", r"bon", r"genre", r"alors", r"enfin", r"quoi",
-    r"pardon", r"cheers", r"regards", r"ty",
+    r"pardon", r"cheers", r"regards", r"ty", r"ta", r"bless",
 ]
 #: Discourse markers removed at the start of a clause but never at its end ("I think so").
 START_ONLY = [r"so"]
@@ -49,8 +51,13 @@ APOLOGIES = [
     r"excusez-moi (pour|de) (le|ce) (long )?message",
 ]
 SIGNOFFS = [
-    r"thanks?( you)?( so much| a lot| very much)?( in advance)?", r"thx",
-    r"best (regards|wishes)", r"all the best", r"kind regards", r"many thanks", r"much appreciated", r"have a (nice|good|great) day",
+    r"(thank you|thanks?|thx|ty)( so)*( much| a lot| very much| a bunch| a million| a ton| kindly| again)?"
+    r"( (folks|all|everyone|guys|y'all))?( in advance)?", r"tia",
+    r"best (regards|wishes)", r"all the best", r"kind regards", r"(many|big) thanks( in advance)?", r"much (appreciated|love)",
+    r"(any|all) (help|advice|tips|pointers)( (is|are|would be))?( (much|greatly|really))? appreciated",
+    r"appreciate (it|you all|you guys|the help)", r"(grateful|thankful) for any (help|advice|tips|pointers)",
+    r"have a (nice|good|great) (day|one|weekend|evening|night)", r"take care( (all|everyone|folks))?", r"stay safe",
+    r"peace out", r"cheers( mate| all| everyone| folks)?", r"bless( you)?", r"ta",
     r"merci( beaucoup| bien| mille fois)?( d'avance| par avance)?", r"cordialement", r"bien à vous",
     r"bonne (journée|soirée)", r"à (bientôt|plus)", r"je vous remercie", r"bisous",
 ]
@@ -62,7 +69,8 @@ INTERJECTIONS = [
 #: Requests about the asking rather than the need; removed at the start of a clause ("can you tell me
 #: what …" → "what …") or as a whole clause.
 META_REQUESTS = [
-    r"(can|could|would) (you|anyone|someone|somebody)( please)? (tell|explain to|show|help) me( about)?",
+    r"(can|could|would) (you|anyone|someone|somebody)( guys| all| folks)?( please)? "
+    r"(tell|explain to|show|help) me( out)?( with| about)?",
     r"(can|could) (anyone|someone|somebody)( please)? explain", r"(does|do) (anyone|anybody|someone|somebody|you) know",
     r"i('d| would) (like|love) to (know|understand)( about)?", r"i want(ed)? to know( about)?", r"i need to know( about)?",
     r"i('m| am) (looking for|trying to find)( (some )?info(rmation)?)?( (on|about))?", r"i have a question( about)?",
@@ -92,7 +100,9 @@ NOISE = frozenset("""
 hi hello hey hiya howdy greetings dear folks guys team morning afternoon evening
 thanks thank thx ty cheers regards appreciated appreciate advance
 sorry apologies apologize apologise pardon excuse bother bothering disturb disturbing trouble
-question dumb stupid silly naive obvious newbie noob
+question dumb stupid silly naive obvious newbie noob lurker poster
+yo sup heya ahoy gang fam peeps tia ta bless edit typo honest genuine genuinely serious seriously quick random weird
+help needed
 um umm uh erm hmm basically actually anyway anyways okay ok wondering curious
 please pls plz btw oh ah wow lol haha hehe oops ugh meh yay argh phew omg idk tbh
 bonjour bonsoir salut coucou cher chère chers chères amis collègues monde
@@ -101,8 +111,34 @@ désolé désolée désolés désolées navré navrée excusez excuse excuses d�
 euh heu bah ben bon bref alors voilà enfin genre demandais svp stp plaît
 ouf oups pff mdr ptdr hein waouh
 """.split())
+#: Words of a request about the asking (tuned on the development half of serve/probes/data/phrasings_en.json):
+#: a clause opening with function, noise and these words, one of them ``ASKING``, up to a ``HINGE`` ("would
+#: love some input on …", "what do you all know about …") loses that opening (retrieval.denoise).
+ASKING = frozenset("""
+know knows knew wonder wondered wondering curious learn explain explaining clarify understand input idea ideas clue
+info information tell figure wrap head break point asking ask question questions hoping hope confused deal thoughts
+opinion opinions advice insight insights love appreciate pointers
+""".split())
+#: Words that may sit inside such an opening besides function and noise words.
+FRAME = frozenset("""
+always more little bit got get any really just kind sort lot guys folks y all everyone anyone anybody someone somebody
+please mind would love some down trying want wanted need needed help looking find happen happens
+""".split())
+HINGES = frozenset("about on with regarding around re".split())
+#: The writer's words (first person, "this", "here"): a segment holding one (and no content shared
+#: with the rest) is a personal remark, not the need. Words addressing the reader ("anybody", "you")
+#: are not among them: a sentence asking someone is the need, even when its frame was not recognised.
+PERSONAL = frozenset("""
+i me my mine myself we us our ours ourselves je j m moi mon ma mes nous notre nos this here ici
+""".split())
+#: Words addressing the reader: with the writer's, they make a request opening ("does anyone happen to know …").
+ADDRESSING = frozenset("you your yours y everyone anyone someone somebody anybody guys folks vous tu te toi quelqu".split())
 FIRST_PERSON = frozenset("i me my mine myself we us our ours ourselves je j m moi mon ma mes nous notre nos".split())
 INTERROGATIVE = frozenset("""
 what who whom whose which when where why how is are was were do does did can could should would will
 que qu quel quelle quels quelles qui quoi quand où pourquoi comment combien lequel laquelle est
+""".split())
+#: The interrogative words that open a question by themselves (no auxiliary: "would love some input on").
+WH = frozenset("""
+what who whom whose which when where why how que qu quel quelle quels quelles qui quoi quand où pourquoi comment combien
 """.split())

@@ -33,9 +33,10 @@ from pydantic import (
     model_validator,
 )
 
+from steadyrank.retrieval.denoise import DEFAULT_DENOISE
 from steadyrank.retrieval.layout import holds_index
 from steadyrank.retrieval.modes import Mode
-from steadyrank.retrieval.rewrite import DEFAULT_DENOISE, DenoiseMode, LlmSettings
+from steadyrank.retrieval.rewrite import DenoiseMode, LlmSettings
 from steadyrank.retrieval.routing import Route, RoutingSettings
 from steadyrank.retrieval.routing import load_settings as load_routing_file
 from steadyrank.serve.app.tracing import EXTRA_HINT as TRACING_HINT
@@ -374,12 +375,20 @@ class SearchSettings(_Section):
 
     denoise: DenoiseMode = Field(
         default=DEFAULT_DENOISE,
-        description="query denoising before search (a request's `denoise` overrides it): off; rules = Unicode "
-                    "NFC, whitespace, and greetings, fillers, apologies, sign-offs and emoji removed (English, "
-                    "French) without touching names, numbers or quoted text; llm = a chat model restates the "
-                    "information need (search.denoise_llm), falling back to rules")
+        description="query denoising before search (a request's `denoise` overrides it): off = the query as "
+                    "sent; rules = Unicode NFC, whitespace, and greetings, fillers, apologies, sign-offs, emoji, "
+                    "requests about the asking and personal remarks removed (English, French) without touching "
+                    "names, numbers or quoted text; llm = a chat model restates the information need "
+                    "(search.denoise_llm), falling back to rules. off by default: rules rewrites silently "
+                    "(docs/guides/probes.md)")
     denoise_llm: DenoiseLlmSettings | None = Field(default=None, description="the chat endpoint of denoise: llm")
     default_mode: Mode = Field(default="hybrid", description="retrieval mode when a request names none")
+
+    @field_validator("denoise", mode="before")
+    @classmethod
+    def _bare_off(cls, value: object) -> object:
+        """YAML reads a bare ``off`` as false: take it as the mode it was written as."""
+        return "off" if value is False else value
 
     @model_validator(mode="after")
     def _llm_has_an_endpoint(self) -> SearchSettings:

@@ -31,10 +31,12 @@ from steadyrank.serve.commands.index import BUNDLED, load_embedder_arg, load_rer
 from steadyrank.serve.commands.options import add_deprecated_alias, add_grade_map_argument
 from steadyrank.serve.commands.search import add_denoise_llm_arguments, llm_rewriter_arg
 from steadyrank.serve.output import dumps_json, format_table
+from steadyrank.serve.probes import phrasings
 from steadyrank.serve.probes.ablations import ABLATIONS, parse_ablations
 from steadyrank.serve.probes.bundles import LANGUAGES, generate, load_templates, read_bundles, read_topics
 from steadyrank.serve.probes.margins import MIN_BASE_DELTA, summarize
 from steadyrank.serve.probes.noise import LEVELS, variants
+from steadyrank.serve.probes.phrasings import HALVES
 from steadyrank.serve.probes.remote import remote_embeddings, remote_encode, remote_rerank
 from steadyrank.serve.probes.run import Similarity, cosine_rows, embedding_similarity, run_probes
 from steadyrank.serve.runtime.settings import Precision
@@ -101,6 +103,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help=f"queries JSONL or a BEIR folder, or '{DEMO}' for the embedded demo set's 40 queries "
                             "(default %(default)s)")
     noise.add_argument("--lang", choices=LANGUAGES, default="en", help="noise template language (default %(default)s)")
+    noise.add_argument("--noise", choices=("templates", *HALVES), default="templates",
+                       help="the noise: the measurement templates (--lang), or a half of the independently written "
+                            "phrasings (English) that the denoiser was tuned on (dev) or never saw (heldout); a half "
+                            "also keeps only its half of the queries (default %(default)s)")
     noise.add_argument("--levels", default="0,2,4", help="noise levels, of 0,2,4 (default %(default)s)")
     noise.add_argument("--beir", metavar="DIR", default=None,
                        help=f"BEIR folder (corpus.jsonl, qrels/SPLIT.tsv) for the retrieval effect, or '{DEMO}' for the "
@@ -281,7 +287,13 @@ def run_noise(args: argparse.Namespace) -> int:
     args.queries, args.beir = _demo(args.queries), args.beir and _demo(args.beir)
     clean = read_queries(args.queries)
     rewriter = llm_rewriter_arg(args)
-    noisy = variants(clean, args.lang, args.seed, levels)
+    if args.noise == "templates":
+        noisy = variants(clean, args.lang, args.seed, levels)
+    else:
+        if args.lang != "en":
+            raise ValueError("--noise dev/heldout: the independent phrasings are English (--lang en)")
+        noisy = phrasings.variants(clean, args.noise, args.seed, levels)
+        clean = {qid: clean[qid] for qid in noisy[0]}
     denoised = {level: asyncio.run(_denoised(noisy[level], args.denoise, rewriter)) for level in levels}
     if args.url:
         remote = remote_encode(args.url, args.api_key, model=None if args.model == BUNDLED else args.model)
@@ -292,7 +304,8 @@ def run_noise(args: argparse.Namespace) -> int:
     else:
         embedder = load_embedder_arg(None if args.model == BUNDLED else args.model, args.precision)
         encode = embedder.encode
-    payload: dict[str, Any] = {"model": args.model, "lang": args.lang, "seed": args.seed, "queries": len(clean),
+    payload: dict[str, Any] = {"model": args.model, "lang": args.lang, "noise": args.noise, "seed": args.seed,
+                               "queries": len(clean),
                                "levels": list(levels), "denoise": args.denoise,
                                "cosine": noise_cosines(clean, noisy, denoised, encode),
                                "examples": {str(level): next(iter(noisy[level].values())) for level in levels}}
@@ -305,9 +318,27 @@ def run_noise(args: argparse.Namespace) -> int:
                 arms[f"noise{level}"] = (noisy[level], "off")
                 arms[f"noise{level}+{args.denoise}"] = (noisy[level], args.denoise)
         payload["retrieval"] = _retrieval_effect(args, embedder, arms, rewriter)
+        payload["recovery"] = recovery(payload["retrieval"], levels, args.denoise)
         payload["mode"], payload["depth"] = args.mode, args.depth
     print(dumps_json(payload) if args.json else noise_table(payload))
     return 0
+
+
+def recovery(retrieval: dict[str, Any], levels: tuple[int, ...], denoise: str) -> dict[str, dict[str, float | None]]:
+    """Per noise level and measure, the share of the loss that denoising recovers:
+    (Q_denoised − Q_noisy) / (Q_clean − Q_noisy) over the mean values; None where noise cost nothing
+    (Q_clean ≤ Q_noisy)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for level in levels:
+        if not level:
+            continue
+        noisy, denoised = retrieval[f"noise{level}"], retrieval[f"noise{level}+{denoise}"]
+        row: dict[str, float | None] = {}
+        for m in NOISE_MEASURES:
+            lost = retrieval["clean"][m]["mean"] - noisy[m]["mean"]
+            row[m] = (denoised[m]["mean"] - noisy[m]["mean"]) / lost if lost > 0 else None
+        out[str(level)] = row
+    return out
 
 
 def noise_table(payload: dict[str, Any]) -> str:
@@ -321,4 +352,7 @@ def noise_table(payload: dict[str, Any]) -> str:
         rows = [[arm] + [f"{r[m]['mean']:.4f} ({r[m]['delta_vs_clean']:+.4f} [{r[m]['delta_low']:+.4f}, {r[m]['delta_high']:+.4f}])"
                          for m in NOISE_MEASURES] for arm, r in payload["retrieval"].items()]
         out += "\n\n" + format_table(headers, rows)
+        rows = [[f"noise{level}"] + ["n/a" if r[m] is None else f"{100 * r[m]:.0f} %" for m in NOISE_MEASURES]
+                for level, r in payload["recovery"].items()]
+        out += "\n\n" + format_table([f"loss recovered by {payload['denoise']}", *NOISE_MEASURES], rows)
     return out

@@ -13,14 +13,14 @@ from tqdm import tqdm
 
 from steadyrank.metrics.io import write_trec_run
 from steadyrank.retrieval.corpus import read_queries
-from steadyrank.retrieval.denoise import DENOISE_MODES, DenoiseMode
+from steadyrank.retrieval.denoise import DEFAULT_DENOISE, DENOISE_MODES, DenoiseMode
 from steadyrank.retrieval.fsio import atomic_write_bytes
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
 from steadyrank.retrieval.index import open_index
 from steadyrank.retrieval.modes import MODES, Mode
 from steadyrank.retrieval.pipeline import Ranked, SearchModels, latency_summary, local_models, search
 from steadyrank.retrieval.protocols import Embedder, Reranker
-from steadyrank.retrieval.rewrite import DEFAULT_DENOISE, LlmRewriter, LlmSettings
+from steadyrank.retrieval.rewrite import LlmRewriter, LlmSettings
 from steadyrank.retrieval.routing import ROUTES, Route, RoutingSettings, load_settings
 from steadyrank.serve.commands.index import BUNDLED, add_embedder_argument, load_embedder_arg, load_reranker_arg
 from steadyrank.serve.commands.options import add_deprecated_alias, require

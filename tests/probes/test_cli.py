@@ -61,3 +61,39 @@ def test_probe_noise_defaults_to_the_embedded_demo_queries(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["queries"] == 40 and out["levels"] == [0, 4]
     assert out["cosine"]["4"]["denoised"]["cosine"]["mean"] > out["cosine"]["4"]["noisy"]["cosine"]["mean"]
+
+
+def test_probe_noise_on_the_held_out_phrasings_reports_the_recovered_share(capsys):
+    """``--noise heldout``: only the held-out half of the queries, noised with the held-out fragments;
+    the recovery per level is (denoised − noisy) / (clean − noisy) of the arms' means."""
+    from steadyrank.retrieval.corpus import read_queries
+    from steadyrank.serve.app.default import DEMO_DIR
+    from steadyrank.serve.probes.phrasings import query_half
+
+    assert main(["probe", "noise", "--noise", "heldout", "--beir", "demo", "--mode", "bm25", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["noise"] == "heldout"
+    assert out["queries"] == sum(query_half(q) == "heldout" for q in read_queries(DEMO_DIR))
+    ret = out["retrieval"]
+    assert ret["clean+rules"]["ndcg@10"]["delta_vs_clean"] == 0.0
+    lost = ret["clean"]["ndcg@10"]["mean"] - ret["noise4"]["ndcg@10"]["mean"]
+    assert lost > 0
+    assert out["recovery"]["4"]["ndcg@10"] == pytest.approx(
+        (ret["noise4+rules"]["ndcg@10"]["mean"] - ret["noise4"]["ndcg@10"]["mean"]) / lost)
+    assert main(["probe", "noise", "--noise", "dev", "--lang", "fr"]) == 2
+    assert "English" in capsys.readouterr().err
+
+
+def test_probe_noise_measures_the_llm_rewrite_on_the_held_out_phrasings(capsys):
+    """``--denoise llm`` against a stand-in chat server (no LLM runs here: tests/golden/llm_standin.py
+    speaks the OpenAI protocol and answers with the query's first question): the documented way for
+    conversational traffic is measured by the same command as ``rules``."""
+    from tests.golden.llm_standin import MODEL, StandinLLM
+
+    with StandinLLM() as llm:
+        assert main(["probe", "noise", "--noise", "heldout", "--levels", "0,4", "--denoise", "llm",
+                     "--denoise-llm-url", llm.base_url, "--denoise-llm-model", MODEL, "--json"]) == 0
+        assert llm.requests > 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["denoise"] == "llm" and out["noise"] == "heldout"
+    assert 0 < out["cosine"]["4"]["denoised"]["cosine"]["mean"] <= 1

@@ -47,7 +47,7 @@ def test_build_search_rerank_dynamic(index, beir, tmp_path, capsys):
     run = tmp_path / "run.trec"
     summary = run_json(capsys, [
         "search", "--index", str(index), "--queries", str(beir), "--run-out", str(run), "--mode", "hybrid",
-        "--depth", "20", "--k-low", "5", "--rerank", "bundled", "--route", "dynamic",
+        "--depth", "20", "--k-low", "5", "--rerank", "bundled", "--route", "dynamic", "--denoise", "rules",
     ])
     assert summary["queries"] == 3 and summary["route"] == "dynamic"
     trec = read_trec_run(run)

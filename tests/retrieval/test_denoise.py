@@ -91,6 +91,48 @@ def test_rules_remove_ambiguous_fillers_only_when_set_off(text):
     assert denoise_rules(f"Well, {text}") == text
 
 
+@pytest.mark.parametrize(("noisy", "clean"), [
+    # what a greeting addresses goes with it
+    ("Hello wonderful people! what is a sigmet", "what is a sigmet"),
+    ("hey reddit, causes of left ventricular hypertrophy", "causes of left ventricular hypertrophy"),
+    # a request about the asking, up to its hinge or to the question it frames
+    ("would love some input on rsa key definition", "rsa key definition"),
+    ("I have been wondering causes of left ventricular hypertrophy", "causes of left ventricular hypertrophy"),
+    ("does anyone happen to know how do I mount a disk at boot?", "how do I mount a disk at boot?"),
+    ("what do you all know about who is robert gray", "who is robert gray"),
+    # a personal sentence sharing nothing with the need, and a short remark after a question
+    ("I'm studying for an exam next week. causes of left ventricular hypertrophy?", "causes of left ventricular hypertrophy?"),
+    ("how do I add a swap file on Linux? long story", "how do I add a swap file on Linux?"),
+    ("rsa key definition (this is driving me nuts) TIA!", "rsa key definition!"),
+    # sign-offs
+    ("what is a sigmet? Thank you kindly", "what is a sigmet?"),
+    ("define visceral. Much love", "define visceral."),
+])
+def test_rules_remove_addressed_greetings_asking_frames_and_personal_remarks(noisy, clean):
+    assert denoise_rules(noisy) == clean
+
+
+@pytest.mark.parametrize("text", [
+    "how to learn about investing",                       # an interrogative frame without a person: the need
+    "what can I do to help my dog",
+    "My laptop won't boot. What should I check?",         # a personal sentence is kept when the rest is thin
+    "morning sickness causes",
+    "world peace quotes",
+    "hello kitty plush",
+])
+def test_rules_keep_needs_that_look_like_frames_or_remarks(text):
+    assert denoise_rules(text) == text
+
+
+def test_rules_leave_every_demo_query_unchanged():
+    from pathlib import Path
+
+    from steadyrank.retrieval.corpus import read_queries
+
+    queries = read_queries(Path(__file__).resolve().parents[2] / "serve" / "data" / "demo")
+    assert {q: denoise_rules(t) for q, t in queries.items()} == queries
+
+
 def test_a_phrase_inside_a_word_hides_no_phrase_after_it():
     """A noise phrase starts a word: "Delhi all" holds no "hi all", so the sign-off after it goes."""
     assert denoise_rules("cheap flights Delhi all the best") == "cheap flights Delhi"

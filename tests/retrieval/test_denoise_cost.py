@@ -102,7 +102,9 @@ PHRASES = ["hi", "Hello there", "hey everyone", "good morning", "bonjour à tous
            "I need to know", "please", "pls", "pourriez-vous m'expliquer", "je voudrais savoir", "svp"]
 WORDS = ["what", "is", "the", "a", "of", "boiling", "point", "water", "printer", "print", "my", "I", "je", "mon",
          "coffee", "cold", "cat", "keyboard", "key", "how", "do", "fix", "jazz", "livre", "quel", "also",
-         "city", "book", "unlike", "Delhi", "team", "well", "look", "it", "jams", "budget", "laptop"]
+         "city", "book", "unlike", "Delhi", "team", "well", "look", "it", "jams", "budget", "laptop", "wondering",
+         "about", "know", "anyone", "this", "here", "you", "love", "input", "on", "hoping", "learn", "was", "(", ")",
+         "wonderful people", "long story", "reddit"]
 NAMES = ["Marie Curie", "Bon Jovi", "Hey Jude", "Hélène Dupont", "Grace Hopper", "Paris"]
 OTHER = ["1903", "2,000", "3.5", "10:30", "-5", '"radioactive substances"', '"Hello, thanks"', "« Les Misérables »",
          "“quoted”", "„zitat“", '"', "“", "«", "„", "🙏", "😅👍", "🙂", ":)", ";-)", ":D", "<3", "^^", "j'ai", "d'avance",
@@ -121,17 +123,18 @@ def queries(draw: st.DrawFn) -> str:
     return "".join(case(piece) + sep for piece, case, sep in zip(pieces, cases, seps, strict=True))
 
 
-@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(queries())
 @example("Hi! Sorry to bother you — what did Marie Curie publish in 1903? Thanks 🙏")
 @example("what is the boiling point of water at 2,000 m — I left my kettle on the stove lol")
 @example("- x y, ty! z, thanks.")
+@example("Hello wonderful people! I was wondering about rsa key? (sorry, long story) Much love 🙏")
 def test_linear_denoiser_answers_like_the_plain_one(query: str) -> None:
     assert denoise_rules(query) == denoise_reference.denoise_rules(query)
 
 
 @given(st.text(max_size=40))
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=800, deadline=None)
 def test_linear_denoiser_answers_like_the_plain_one_on_any_text(query: str) -> None:
     query = query.replace("\x00", "").replace("\x01", "")  # the denoiser's own marks (next test)
     assert denoise_rules(query) == denoise_reference.denoise_rules(query)

@@ -171,10 +171,12 @@ def test_search_returns_results_and_routing_facts(client: httpx.Client) -> None:
     assert all(isinstance(group, list) and len(group) >= 2 for group in meta["tie_groups"])
 
 
-def test_search_denoises_the_query_by_default_and_per_request(client: httpx.Client, metrics_text) -> None:
+def test_search_denoises_the_query_per_request_and_not_by_default(client: httpx.Client, metrics_text) -> None:
     noisy = "Hi there! Sorry to bother you, how do I make a systemd service restart automatically? Thanks 🙏"
     clean = "how do I make a systemd service restart automatically?"
-    body = client.post("/v1/search", json={"query": noisy, "top_n": 3}).json()
+    default = client.post("/v1/search", json={"query": noisy, "top_n": 3}).json()["meta"]
+    assert default["query"]["denoise"] == "off" and default["query"]["rewritten"] == noisy
+    body = client.post("/v1/search", json={"query": noisy, "top_n": 3, "denoise": "rules"}).json()
     assert body["meta"]["query"] == {"original": noisy, "rewritten": clean, "denoise": "rules", "source": "rules"}
     assert "denoise" in body["meta"]["stages_ms"]
     assert [r["id"] for r in body["results"]] == \

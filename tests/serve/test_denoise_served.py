@@ -1,9 +1,9 @@
 """Long noisy queries do not stall the server (issue 36 item 2), on real Ray Serve.
 
-The embedded default (colocated layout, ``search.denoise: rules``, ``limits.max_query_chars``
-4,000) is deployed beside the session's application, on its index cache, with every CPU
-reservation shrunk to fit the test cluster and an API key. Four searches of 4,000 characters of
-noise ("ty ty …": every word a set-off filler, the rescanning denoiser's worst case: 2.8 s each in
+The embedded default (colocated layout, ``limits.max_query_chars`` 4,000) is deployed beside the
+session's application, on its index cache, with every CPU reservation shrunk to fit the test cluster
+and an API key. Four searches asking for ``denoise: rules`` (the default before it became ``off``) of
+4,000 characters of noise ("ty ty …": every word a set-off filler, the rescanning denoiser's worst case: 2.8 s each in
 process) run at once while another thread probes ``/healthz``, which answers on the same event
 loop as ``/v1/search``: before the fix the probe waited for the denoiser (12.5 s here); now
 ``rules`` is linear and runs on a worker thread.

@@ -201,3 +201,12 @@ def test_routing_disable_switches_off_every_threshold() -> None:
                   "first_stage_gap_below", "model_above")
     assert [getattr(every, name) for name in thresholds] == [None] * len(thresholds)
     assert not decide(signals, every).escalated
+
+
+def test_a_bare_yaml_off_is_the_off_denoise_mode(tmp_path) -> None:
+    from steadyrank.serve.app.settings import load_settings
+
+    path = tmp_path / "s.yaml"
+    path.write_text("search:\n  denoise: off\n")
+    assert load_settings(path).search.denoise == "off"
+    assert load_settings().search.denoise == "off"  # the embedded default
