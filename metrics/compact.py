@@ -1,0 +1,242 @@
+"""Stage one of the engine: each query reduced to the few candidates any statistic can see.
+
+At cutoff K, only three kinds of candidates matter (docs/ARCHITECTURE.md "Metric definitions"):
+
+- the top K by score (one ``argpartition`` per row, O(W)): every item above the K-th largest score
+  ``v`` is in the top K under every tie order, and every tie group above ``v`` is complete there;
+- the boundary group (score == v) in full, but only where a *special* candidate belongs to it: an
+  item whose attributes (grade, rubric grade, labels) differ from an unjudged candidate's. Where
+  the group holds only unjudged candidates, all its members carry the same value in every metric,
+  so which of them fill the last positions, and how many there are, changes nothing;
+- the special candidates themselves (PROC orders the whole valid pool by item value: the special
+  ones plus, standing for all the rest, K unjudged candidates while the row has that many).
+
+Special candidates are found by scanning the attribute arrays for values off their defaults (on
+64-bit words of the raw bytes where the layout allows, eight int8 grades a word); the boundary
+group is scanned only in rows where a special candidate ties at ``v``. So beyond the one
+``argpartition`` pass, the work is O(W / 8) per row plus O(K + specials + boundary) per row.
+
+The result, a :class:`CompactBatch`, holds the ranking candidates of each row in input order
+(column ascending, so a stable sort by score keeps the ``input`` tie-break) and the pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+
+import numpy as np
+
+from steadyrank.metrics.batch import Batch
+from steadyrank.metrics.values import Items, gather
+
+#: Rows scanned at once: a chunk's scores stay in cache between the passes over them.
+SCAN_ROWS = 1024
+#: docid rank of pads and stand-in unjudged items: after every real candidate.
+_LAST = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class CompactBatch:
+    """The candidates of Q queries that the statistics at cutoffs ≤ ``kmax`` depend on.
+
+    ``scores``/``ranking``/``special``/``docid_rank`` (Q, N ≥ kmax): the top ``kmax`` and, where a
+    special candidate ties at the ``kmax``-th score, that whole tie group; columns in input order,
+    pads (score ``-inf``, invalid) after. ``pool`` (Q, P ≥ kmax): the special valid candidates, then
+    ``kmax`` stand-ins for the unjudged valid candidates (valid while the row has that many).
+    ``judged*`` are the queries' judged pools, as in :class:`~steadyrank.metrics.batch.Batch`.
+    """
+
+    kmax: int
+    scores: np.ndarray
+    ranking: Items
+    special: np.ndarray
+    docid_rank: np.ndarray | None
+    pool: Items
+    judged: np.ndarray
+    judged_rubric: np.ndarray
+    judged_labels: MappingProxyType[str, np.ndarray]
+
+    @property
+    def n_queries(self) -> int:
+        return int(self.scores.shape[0])
+
+    def rows(self, rows: np.ndarray) -> CompactBatch:
+        """The same batch restricted to ``rows``."""
+        return replace(
+            self, scores=self.scores[rows], ranking=self.ranking.rows(rows), special=self.special[rows],
+            docid_rank=None if self.docid_rank is None else self.docid_rank[rows], pool=self.pool.rows(rows),
+            judged=self.judged[rows], judged_rubric=self.judged_rubric[rows],
+            judged_labels=MappingProxyType({k: v[rows] for k, v in self.judged_labels.items()}),
+        )
+
+
+def _flat_nonzero(array: np.ndarray) -> np.ndarray:
+    """Flat indices of the non-zero entries of a 2-D array.
+
+    A C-contiguous array whose rows are whole 64-bit words is scanned a word at a time (eight int8
+    grades per word), then only the non-zero words are looked into; otherwise ``flatnonzero``.
+    """
+    itemsize = array.dtype.itemsize
+    if not (array.flags.c_contiguous and array.ndim == 2 and (array.shape[1] * itemsize) % 8 == 0
+            and itemsize <= 8 and array.dtype.kind in "iuf"):
+        return np.flatnonzero(array)
+    per_word = 8 // itemsize
+    words = np.frombuffer(array, dtype=np.uint64)
+    hot = np.flatnonzero(words)
+    inside = np.reshape(np.frombuffer(words[hot], dtype=array.dtype), (-1, per_word))
+    word, offset = np.nonzero(inside)
+    return hot[word] * per_word + offset
+
+
+def _special_flat(batch: Batch, begin: int, end: int) -> np.ndarray:
+    """Flat indices (into the chunk) of the candidates whose attributes differ from an unjudged one's."""
+    found = [_flat_nonzero(batch.grades[begin:end])]
+    if batch.rubric is not batch.grades:
+        found.append(np.flatnonzero(batch.rubric[begin:end] != batch.unjudged_rubric))
+    for name, labels in batch.labels.items():
+        found.append(np.flatnonzero(labels[begin:end] != batch.label_defaults[name]))
+    return found[0] if len(found) == 1 else np.unique(np.concatenate(found))
+
+
+def _pack(rows: np.ndarray, cols: np.ndarray, n_rows: int, min_width: int) -> np.ndarray:
+    """Columns grouped by row (``rows`` sorted), left-aligned in an (n_rows, N) matrix padded with -1."""
+    counts = np.bincount(rows, minlength=n_rows)
+    out = np.full((n_rows, max(int(counts.max(initial=0)), min_width)), -1, dtype=np.int64)
+    out[rows, np.arange(rows.size) - (np.cumsum(counts) - counts)[rows]] = cols
+    return out
+
+
+def _ranking_columns(scores: np.ndarray, kmax: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Each row's top ``kmax`` columns in input order, with the whole tie group at the ``kmax``-th
+    score where a special candidate (``rows``, ``cols``) belongs to it; -1 pads."""
+    n_rows: int
+    width: int
+    n_rows, width = scores.shape
+    if kmax < width:
+        top = np.argpartition(scores, width - kmax, axis=1)[:, width - kmax :]
+    else:
+        top = np.broadcast_to(np.arange(width), (n_rows, width))
+    top_scores = gather(scores, top)
+    kth = top_scores.min(axis=1)
+    ranking_cols = np.sort(top, axis=1)
+    if ranking_cols.shape[1] < kmax:
+        ranking_cols = np.pad(ranking_cols, ((0, 0), (0, kmax - ranking_cols.shape[1])), constant_values=-1)
+    boundary_rows = np.unique(rows[scores[rows, cols] == kth[rows]])
+    if boundary_rows.size == 0:
+        return ranking_cols
+    # Rows where a special candidate ties at the K-th score: the items above it, then the whole group.
+    in_group = scores[boundary_rows] == kth[boundary_rows, None]
+    group_rows, group_cols = np.divmod(np.flatnonzero(in_group), width)
+    above = top_scores[boundary_rows] > kth[boundary_rows, None]
+    above_rows = np.broadcast_to(np.arange(boundary_rows.size)[:, None], above.shape)[above]
+    all_rows = np.concatenate([above_rows, group_rows])
+    all_cols = np.concatenate([top[boundary_rows][above], group_cols])
+    order = np.lexsort((all_cols, all_rows))
+    packed = _pack(all_rows[order], all_cols[order], boundary_rows.size, kmax)
+    if packed.shape[1] > ranking_cols.shape[1]:
+        extra = packed.shape[1] - ranking_cols.shape[1]
+        ranking_cols = np.pad(ranking_cols, ((0, 0), (0, extra)), constant_values=-1)
+    ranking_cols[boundary_rows] = -1
+    ranking_cols[boundary_rows, : packed.shape[1]] = packed
+    return ranking_cols
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """Stage one's output for a block of rows (see :class:`CompactBatch`)."""
+
+    scores: np.ndarray
+    ranking: Items
+    docid_rank: np.ndarray | None
+    pool: Items
+
+
+def _scan(batch: Batch, begin: int, end: int, kmax: int, n_valid: np.ndarray) -> _Chunk:
+    """Stage one on rows ``begin:end``, gathering while the rows are in cache."""
+    scores = batch.scores[begin:end]
+    width: int = scores.shape[1]
+    rows, cols = np.divmod(_special_flat(batch, begin, end), width)
+    real = np.isfinite(scores[rows, cols]) if batch.valid is None else batch.valid[begin:end][rows, cols]
+    rows, cols = rows[real], cols[real]
+    n_rows = end - begin
+    ranking_cols = _ranking_columns(scores, kmax, rows, cols)
+    pad = ranking_cols < 0
+    safe = np.where(pad, 0, ranking_cols)
+    docid_rank = None
+    if batch.docid_rank is not None:
+        docid_rank = np.where(pad, _LAST, gather(batch.docid_rank[begin:end], safe))
+    n_default = n_valid[begin:end] - np.bincount(rows, minlength=n_rows)
+    pool = _concat(_attributes(batch, begin, end, _pack(rows, cols, n_rows, 0)), _stand_ins(batch, n_default, kmax))
+    return _Chunk(np.where(pad, -np.inf, gather(scores, safe)), _attributes(batch, begin, end, ranking_cols),
+                  docid_rank, pool)
+
+
+def _attributes(batch: Batch, begin: int, end: int, cols: np.ndarray) -> Items:
+    """The attributes of rows ``begin:end`` at ``cols`` (q, n); -1 is a pad (invalid, unjudged attributes)."""
+    pad = cols < 0
+    safe = np.where(pad, 0, cols)
+    block = slice(begin, end)
+    real = np.isfinite(gather(batch.scores[block], safe)) if batch.valid is None else gather(batch.valid[block], safe)
+    grade = np.where(pad, 0, gather(batch.grades[block], safe))
+    rubric = grade if batch.rubric is batch.grades else np.where(pad, batch.unjudged_rubric,
+                                                                 gather(batch.rubric[block], safe))
+    labels = {name: np.where(pad, batch.label_defaults[name], gather(values[block], safe))
+              for name, values in batch.labels.items()}
+    return Items(grade, rubric, ~pad & real, MappingProxyType(labels))
+
+
+def _stand_ins(batch: Batch, n_default: np.ndarray, kmax: int) -> Items:
+    """``kmax`` unjudged candidates per row, valid while the row has that many."""
+    shape = (n_default.size, kmax)
+    valid = np.arange(kmax)[None, :] < n_default[:, None]
+    grade = np.zeros(shape, dtype=batch.grades.dtype)
+    rubric = grade if batch.rubric is batch.grades else np.full(shape, batch.unjudged_rubric)
+    labels = {name: np.full(shape, batch.label_defaults[name]) for name in batch.labels}
+    return Items(grade, rubric, valid, MappingProxyType(labels))
+
+
+def _concat(a: Items, b: Items) -> Items:
+    grade = np.concatenate([a.grade, b.grade], axis=1)
+    rubric = grade if a.rubric is a.grade else np.concatenate([a.rubric, b.rubric], axis=1)
+    labels = {name: np.concatenate([a.extras[name], b.extras[name]], axis=1) for name in a.extras}
+    return Items(grade, rubric, np.concatenate([a.valid, b.valid], axis=1), MappingProxyType(labels))
+
+
+def _stack(parts: list[np.ndarray], fill: float | int | bool) -> np.ndarray:
+    """Row blocks of different widths, stacked and padded on the right with ``fill``."""
+    if len(parts) == 1:
+        return parts[0]
+    width = max(p.shape[1] for p in parts)
+    return np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])), constant_values=fill) for p in parts])
+
+
+def _stack_items(batch: Batch, parts: list[Items]) -> Items:
+    grade = _stack([p.grade for p in parts], 0)
+    rubric = grade if batch.rubric is batch.grades else _stack([p.rubric for p in parts], batch.unjudged_rubric)
+    labels = {name: _stack([p.extras[name] for p in parts], batch.label_defaults[name]) for name in batch.labels}
+    return Items(grade, rubric, _stack([p.valid for p in parts], False), MappingProxyType(labels))
+
+
+def compact_batch(batch: Batch, kmax: int) -> CompactBatch:
+    """Reduce ``batch`` to the candidates that statistics at cutoffs ≤ ``kmax`` depend on."""
+    n_valid = batch.valid_counts()
+    n_rows: int = batch.scores.shape[0]
+    chunks = [_scan(batch, b, min(b + SCAN_ROWS, n_rows), kmax, n_valid) for b in range(0, max(n_rows, 1), SCAN_ROWS)]
+    ranking = _stack_items(batch, [c.ranking for c in chunks])
+    docid_parts = [c.docid_rank for c in chunks if c.docid_rank is not None]
+    return CompactBatch(
+        kmax, _stack([c.scores for c in chunks], -np.inf), ranking, _is_special(batch, ranking),
+        _stack(docid_parts, _LAST) if docid_parts else None, _stack_items(batch, [c.pool for c in chunks]),
+        batch.judged, batch.judged_rubric, MappingProxyType(dict(batch.judged_labels)),
+    )
+
+
+def _is_special(batch: Batch, items: Items) -> np.ndarray:
+    """Valid items whose attributes differ from an unjudged candidate's."""
+    special = items.grade != 0
+    if items.rubric is not items.grade:
+        special |= items.rubric != batch.unjudged_rubric
+    for name, values in items.extras.items():
+        special |= values != batch.label_defaults[name]
+    return special & items.valid
