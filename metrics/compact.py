@@ -16,8 +16,9 @@ Special candidates are found by scanning the attribute arrays for values off the
 group is scanned only in rows where a special candidate ties at ``v``. So beyond the one
 ``argpartition`` pass, the work is O(W / 8) per row plus O(K + specials + boundary) per row.
 
-The result, a :class:`CompactBatch`, holds the ranking candidates of each row in input order
-(column ascending, so a stable sort by score keeps the ``input`` tie-break) and the pool.
+The result, a :class:`CompactBatch`, holds the ranking candidates of each row in rank order (score
+descending, ties in input order: the ``input`` tie-break), whether a tie touches a special
+candidate there, and the pool.
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ class CompactBatch:
     """The candidates of Q queries that the statistics at cutoffs ≤ ``kmax`` depend on.
 
     ``scores``/``ranking``/``special``/``docid_rank`` (Q, N ≥ kmax): the top ``kmax`` and, where a
-    special candidate ties at the ``kmax``-th score, that whole tie group; columns in input order,
-    pads (score ``-inf``, invalid) after. ``pool`` (Q, P ≥ kmax): the special valid candidates, then
+    special candidate ties at the ``kmax``-th score, that whole tie group, in rank order (score
+    descending, ties in input order), pads (score ``-inf``, invalid) last. ``tied`` (Q,): rows where
+    a special candidate of a group reaching the first ``kmax`` ranks shares its score with another
+    (elsewhere every tie order gives the same value). ``pool`` (Q, P ≥ kmax): the special valid candidates, then
     ``kmax`` stand-ins for the unjudged valid candidates (valid while the row has that many).
     ``judged*`` are the queries' judged pools, as in :class:`~steadyrank.metrics.batch.Batch`.
     """
@@ -51,6 +54,7 @@ class CompactBatch:
     scores: np.ndarray
     ranking: Items
     special: np.ndarray
+    tied: np.ndarray
     docid_rank: np.ndarray | None
     pool: Items
     judged: np.ndarray
@@ -64,7 +68,7 @@ class CompactBatch:
     def rows(self, rows: np.ndarray) -> CompactBatch:
         """The same batch restricted to ``rows``."""
         return replace(
-            self, scores=self.scores[rows], ranking=self.ranking.rows(rows), special=self.special[rows],
+            self, scores=self.scores[rows], ranking=self.ranking.rows(rows), special=self.special[rows], tied=self.tied[rows],
             docid_rank=None if self.docid_rank is None else self.docid_rank[rows], pool=self.pool.rows(rows),
             judged=self.judged[rows], judged_rubric=self.judged_rubric[rows],
             judged_labels=MappingProxyType({k: v[rows] for k, v in self.judged_labels.items()}),
@@ -148,8 +152,22 @@ class _Chunk:
 
     scores: np.ndarray
     ranking: Items
+    special: np.ndarray
+    tied: np.ndarray
     docid_rank: np.ndarray | None
     pool: Items
+
+
+def _tied_special(sorted_scores: np.ndarray, special: np.ndarray, kmax: int) -> np.ndarray:
+    """Rows where a special item of a group reaching the first K ranks shares its score with another item."""
+    same = sorted_scores[:, 1:] == sorted_scores[:, :-1]
+    tied = np.zeros(sorted_scores.shape, dtype=bool)
+    tied[:, 1:] |= same
+    tied[:, :-1] |= same
+    if sorted_scores.shape[1] > kmax:  # past rank K the compact row holds only the group at rank K (and pads)
+        tied[:, kmax:] &= sorted_scores[:, kmax:] == sorted_scores[:, kmax - 1 : kmax]
+    found: np.ndarray = np.any(special & tied, axis=1)
+    return found
 
 
 def _scan(batch: Batch, begin: int, end: int, kmax: int, n_valid: np.ndarray) -> _Chunk:
@@ -161,15 +179,17 @@ def _scan(batch: Batch, begin: int, end: int, kmax: int, n_valid: np.ndarray) ->
     rows, cols = rows[real], cols[real]
     n_rows = end - begin
     ranking_cols = _ranking_columns(scores, kmax, rows, cols)
-    pad = ranking_cols < 0
-    safe = np.where(pad, 0, ranking_cols)
+    ranked_scores = np.where(ranking_cols < 0, -np.inf, gather(scores, np.maximum(ranking_cols, 0)))
+    order = np.argsort(-ranked_scores, axis=1, kind="stable")  # rank order; ties keep the input order
+    ranking_cols, ranked_scores = gather(ranking_cols, order), gather(ranked_scores, order)
     docid_rank = None
     if batch.docid_rank is not None:
-        docid_rank = np.where(pad, _LAST, gather(batch.docid_rank[begin:end], safe))
+        docid_rank = np.where(ranking_cols < 0, _LAST, gather(batch.docid_rank[begin:end], np.maximum(ranking_cols, 0)))
     n_default = n_valid[begin:end] - np.bincount(rows, minlength=n_rows)
     pool = _concat(_attributes(batch, begin, end, _pack(rows, cols, n_rows, 0)), _stand_ins(batch, n_default, kmax))
-    return _Chunk(np.where(pad, -np.inf, gather(scores, safe)), _attributes(batch, begin, end, ranking_cols),
-                  docid_rank, pool)
+    ranking = _attributes(batch, begin, end, ranking_cols)
+    special = _is_special(batch, ranking)
+    return _Chunk(ranked_scores, ranking, special, _tied_special(ranked_scores, special, kmax), docid_rank, pool)
 
 
 def _attributes(batch: Batch, begin: int, end: int, cols: np.ndarray) -> Items:
@@ -223,10 +243,10 @@ def compact_batch(batch: Batch, kmax: int) -> CompactBatch:
     n_valid = batch.valid_counts()
     n_rows: int = batch.scores.shape[0]
     chunks = [_scan(batch, b, min(b + SCAN_ROWS, n_rows), kmax, n_valid) for b in range(0, max(n_rows, 1), SCAN_ROWS)]
-    ranking = _stack_items(batch, [c.ranking for c in chunks])
     docid_parts = [c.docid_rank for c in chunks if c.docid_rank is not None]
     return CompactBatch(
-        kmax, _stack([c.scores for c in chunks], -np.inf), ranking, _is_special(batch, ranking),
+        kmax, _stack([c.scores for c in chunks], -np.inf), _stack_items(batch, [c.ranking for c in chunks]),
+        _stack([c.special for c in chunks], False), np.concatenate([c.tied for c in chunks]),
         _stack(docid_parts, _LAST) if docid_parts else None, _stack_items(batch, [c.pool for c in chunks]),
         batch.judged, batch.judged_rubric, MappingProxyType(dict(batch.judged_labels)),
     )

@@ -28,7 +28,7 @@ from steadyrank.metrics.layout import Layout
 from steadyrank.metrics.measures import Measure
 from steadyrank.metrics.params import MetricParams
 from steadyrank.metrics.registry import ItemValueDefinition, MetricDefinition, metric_definition
-from steadyrank.metrics.values import ItemGrid, ItemValue, Transform, column_indices, gather
+from steadyrank.metrics.values import ItemGrid, ItemValue, Transform, gather
 
 __all__ = ["STATS", "Batch", "ItemContext", "TieBreak", "evaluate_batch"]
 
@@ -69,35 +69,23 @@ class ItemContext:
         return cast(T, self._cache[key])  # the value compute() stored under this key
 
 
-def _rank(batch: CompactBatch, tie_break: TieBreak) -> np.ndarray:
-    """The compact columns by score descending, ties in input order or by docid rank: (Q, N)."""
+def _rank(batch: CompactBatch, tie_break: TieBreak) -> np.ndarray | None:
+    """The compact columns by score descending, ties by docid rank; ``None``: the compact rows' own
+    order (stage one sorted them with ties in input order)."""
     if tie_break == "docid" and batch.docid_rank is not None:
         return np.lexsort((batch.docid_rank, -batch.scores), axis=1)
-    return np.argsort(-batch.scores, axis=1, kind="stable")
-
-
-def _tied_rows(batch: CompactBatch, order: np.ndarray) -> np.ndarray:
-    """Rows where a special item of a group reaching the first K ranks shares its score with another item."""
-    kmax = batch.kmax
-    sorted_scores = gather(batch.scores, order)
-    same = sorted_scores[:, 1:] == sorted_scores[:, :-1]
-    tied = np.zeros(order.shape, dtype=bool)
-    tied[:, 1:] |= same
-    tied[:, :-1] |= same
-    if order.shape[1] > kmax:  # past rank K the compact row holds only the group at rank K (and pads)
-        tied[:, kmax:] &= sorted_scores[:, kmax:] == sorted_scores[:, kmax - 1 : kmax]
-    found: np.ndarray = np.any(gather(batch.special, order) & tied, axis=1)
-    return found
+    return None
 
 
 def _statistics(
-    items: ItemContext, order: np.ndarray, by_name: dict[str, list[Measure]], stats: tuple[str, ...],
+    items: ItemContext, order: np.ndarray | None, by_name: dict[str, list[Measure]], stats: tuple[str, ...],
 ) -> dict[Measure, dict[str, np.ndarray]]:
     """The statistics ``stats`` of every measure on ``items.batch``, its columns ranked by ``order``."""
     batch = items.batch
     kmax = batch.kmax
-    layouts: dict[str, Layout] = {"oblivious": Layout.fixed(items.ranking, order[:, :kmax])}
-    tied = Layout.tied(items.ranking, order, gather(batch.scores, order), kmax) if "expected" in stats else None
+    layouts: dict[str, Layout] = {"oblivious": Layout.fixed(items.ranking, order, kmax)}
+    sorted_scores = batch.scores if order is None else gather(batch.scores, order)
+    tied = Layout.tied(items.ranking, order, sorted_scores, kmax) if "expected" in stats else None
     if tied is not None:
         layouts["expected"] = tied
     ordered: dict[tuple[str, bool, str], Layout] = {}
@@ -115,25 +103,24 @@ def _statistics(
         if cache_key not in ordered:
             item = items.item(definition.item)
             if stat == "proc":  # the best order of the whole pool (invalid items last)
-                cols = column_indices(batch.pool.valid)
-                values = items.pool.values(item, cols)
+                values = items.pool.values(item)
                 keys = np.where(batch.pool.valid, -values if descending else values, np.inf)
-                ordered[cache_key] = Layout.fixed(items.pool, np.argsort(keys, axis=1, kind="stable")[:, :kmax])
+                ordered[cache_key] = Layout.fixed(items.pool, np.argsort(keys, axis=1, kind="stable"), kmax)
             else:  # each tie group sorted by the item value
-                cols = column_indices(batch.scores)
-                values = items.ranking.values(item, cols)
+                values = items.ranking.values(item)
                 sort_order = np.lexsort((-values if descending else values, -batch.scores), axis=1)
-                ordered[cache_key] = Layout.fixed(items.ranking, sort_order[:, :kmax])
+                ordered[cache_key] = Layout.fixed(items.ranking, sort_order, kmax)
         return ordered[cache_key]
 
     results: dict[Measure, dict[str, np.ndarray]] = {}
     for name, group in by_name.items():
         definition = metric_definition(name)
+        cutoffs = [m.k - 1 for m in group]
         with np.errstate(divide="ignore", invalid="ignore"):
-            defined = definition.defined(items, kmax)
-            per_stat = {stat: np.where(defined, value(stat, definition), np.nan) for stat in stats}
-        for measure in group:
-            results[measure] = {stat: per_stat[stat][:, measure.k - 1] for stat in stats}
+            defined = np.broadcast_to(definition.defined(items, kmax), (batch.n_queries, kmax))[:, cutoffs]
+            per_stat = {stat: np.where(defined, value(stat, definition)[:, cutoffs], np.nan) for stat in stats}
+        for i, measure in enumerate(group):
+            results[measure] = {stat: per_stat[stat][:, i] for stat in stats}
     return results
 
 
@@ -177,10 +164,10 @@ def evaluate_batch(
     for per_stat in out.values():
         oblivious = per_stat["oblivious"]
         per_stat.update(expected=np.copy(oblivious), min=np.copy(oblivious), max=np.copy(oblivious))
-    tied = np.flatnonzero(_tied_rows(compact, order))
+    tied = np.flatnonzero(compact.tied)
     if tied.size:
         items = ItemContext(compact.rows(tied), rel_level, gmax, params)
-        part = _statistics(items, order[tied], by_name, ("expected", "min", "max"))
+        part = _statistics(items, None if order is None else order[tied], by_name, ("expected", "min", "max"))
         for measure, per_stat in part.items():
             for stat, values in per_stat.items():
                 out[measure][stat][tied] = values

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from steadyrank.metrics.combinatorics import binomial, binomial_ratio, log_factorials
 from steadyrank.metrics.layout import Layout
-from steadyrank.metrics.values import ItemValue, gather
+from steadyrank.metrics.values import ItemValue, gather, running_sum
 
 
 def log_discounts(kmax: int) -> np.ndarray:
@@ -35,7 +35,7 @@ def expected_positional(layout: Layout, values: ItemValue, weights: np.ndarray |
     means = layout.group_means(values)
     if weights is not None:
         means = means * weights[None, :]
-    return np.cumsum(means, axis=1)
+    return running_sum(means)
 
 
 def expected_reciprocal_rank(layout: Layout, relevant: ItemValue) -> np.ndarray:
@@ -44,7 +44,7 @@ def expected_reciprocal_rank(layout: Layout, relevant: ItemValue) -> np.ndarray:
     ``E = Σ_{t=0}^{u} 1/(c+t+1) · [C(m−r,t)/C(m,t)] · r/(m−t)``, ``u = min(m−1, k−c−1)``; 0 if k ≤ c.
     The bracket is the chance that the t items ranked first in G are all non-relevant.
     """
-    n_queries: int = layout.ranked.shape[0]
+    n_queries: int = layout.group_start.shape[0]
     kmax = layout.kmax
     if layout.singleton:  # RR of a fixed order: 1/r at the first relevant rank r, from there on
         hit = layout.values(relevant) > 0
@@ -66,7 +66,7 @@ def expected_reciprocal_rank(layout: Layout, relevant: ItemValue) -> np.ndarray:
         none_before = np.ones((n_queries, kmax))
         none_before[:, 1:] = np.cumprod(step[:, :-1], axis=1)
         first_here = np.where(offsets < m, none_before * r / (m - offsets), 0.0)
-    cumulative = np.cumsum(first_here / (c + offsets + 1), axis=1)
+    cumulative = running_sum(first_here / (c + offsets + 1))
 
     cutoffs = offsets + 1
     last_offset = np.minimum(m - 1, cutoffs - c - 1).astype(np.int64)
@@ -86,7 +86,7 @@ def expected_average_precision(layout: Layout, relevant: ItemValue, n_relevant: 
     if layout.singleton:  # AP of a fixed order: precision at each relevant rank
         rel = layout.values(relevant)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.cumsum(rel * np.cumsum(rel, axis=1) / (positions + 1), axis=1) / n_relevant[:, None]
+            return running_sum(rel * running_sum(rel) / (positions + 1)) / n_relevant[:, None]
     r = layout.group_sums(relevant)
     m = layout.size
     offset = positions - layout.start
@@ -94,7 +94,7 @@ def expected_average_precision(layout: Layout, relevant: ItemValue, n_relevant: 
         others = np.where(m > 1, (r - 1) / (m - 1), 0.0)
     precision_term = (r / m) * (layout.sum_before_group(relevant) + 1 + offset * others) / (positions + 1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.cumsum(precision_term, axis=1) / n_relevant[:, None]
+        return running_sum(precision_term) / n_relevant[:, None]
 
 
 def expected_err(layout: Layout, stop_probability: ItemValue, classes: list[tuple[float, ItemValue]]) -> np.ndarray:
@@ -116,7 +116,7 @@ def expected_err(layout: Layout, stop_probability: ItemValue, classes: list[tupl
         stop = layout.values(stop_probability)
         going = np.ones(stop.shape)
         going[:, 1:] = np.cumprod(1.0 - stop[:, :-1], axis=1)
-        return np.cumsum(going * stop / (positions + 1), axis=1)
+        return running_sum(going * stop / (positions + 1))
     before = np.exp(layout.sum_before_group(stop_probability.map(lambda r: np.log1p(-r))))
     counts = [layout.group_sums(indicator) for _, indicator in classes]
     n_relevant_in_group = np.sum(counts, axis=0) if counts else np.zeros(layout.size.shape)
@@ -146,7 +146,7 @@ def expected_err(layout: Layout, stop_probability: ItemValue, classes: list[tupl
         e_j = (coefficients * binomial(log_fact, n_zero[None, :], offset[None, :] - degrees)).sum(axis=0)
         within += class_counts[x_index] * x_probability * e_j
     contribution[active] = within / (m * subset_count)
-    return np.cumsum(before * contribution / (positions + 1), axis=1)
+    return running_sum(before * contribution / (positions + 1))
 
 
 def expected_hit(layout: Layout, relevant: ItemValue, n_relevant: np.ndarray) -> np.ndarray:

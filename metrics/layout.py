@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from steadyrank.metrics.values import ItemGrid, ItemValue, gather
+from steadyrank.metrics.values import ItemGrid, ItemValue, gather, running_sum
 
 
 def smallest_sorted(keys: np.ndarray, k: int) -> np.ndarray:
@@ -37,34 +37,34 @@ def smallest_sorted(keys: np.ndarray, k: int) -> np.ndarray:
 class Layout:
     """Group structure of the ranked positions of each query.
 
-    ``ranked`` (Q, N ≥ K) lists the grid columns by rank (any order consistent with the groups);
+    ``ranked`` (Q, N ≥ K) lists the grid columns by rank (any order consistent with the groups;
+    ``None``: the grid's own column order);
     position j lies in a group starting at ``group_start[j]`` (items ranked before it) and ending
     at ``group_end[j]`` (exclusive). ``start``, ``end`` and ``size`` are those of the first K positions.
     """
 
     grid: ItemGrid
-    ranked: np.ndarray  # (Q, N) int
+    ranked: np.ndarray | None  # (Q, N) int
     group_start: np.ndarray  # (Q, N) int
     group_end: np.ndarray  # (Q, N) int
     kmax: int
     singleton: bool = False
 
     @classmethod
-    def fixed(cls, grid: ItemGrid, ranked: np.ndarray) -> Layout:
-        """A fixed order of ``ranked`` (Q, K): every position is its own group."""
-        width: int = ranked.shape[1]
-        positions = np.broadcast_to(np.arange(width), ranked.shape)
-        return cls(grid, ranked, positions, positions + 1, width, singleton=True)
+    def fixed(cls, grid: ItemGrid, ranked: np.ndarray | None, kmax: int) -> Layout:
+        """A fixed order of the first ``kmax`` columns of ``ranked`` (or of the grid): singleton groups."""
+        positions = np.broadcast_to(np.arange(kmax), (grid.n_rows, kmax))
+        return cls(grid, None if ranked is None else ranked[:, :kmax], positions, positions + 1, kmax, singleton=True)
 
     @classmethod
-    def tied(cls, grid: ItemGrid, ranked: np.ndarray, sorted_scores: np.ndarray, kmax: int) -> Layout:
-        """The tie groups (runs of equal ``sorted_scores``) of ``ranked`` (Q, N), cut at ``kmax`` positions."""
-        width: int = ranked.shape[1]
+    def tied(cls, grid: ItemGrid, ranked: np.ndarray | None, sorted_scores: np.ndarray, kmax: int) -> Layout:
+        """The tie groups (runs of equal ``sorted_scores``, (Q, N)) of ``ranked``, cut at ``kmax`` positions."""
+        width: int = sorted_scores.shape[1]
         positions = np.arange(width)[None, :]
-        new_group = np.ones(ranked.shape, dtype=bool)
+        new_group = np.ones(sorted_scores.shape, dtype=bool)
         new_group[:, 1:] = sorted_scores[:, 1:] != sorted_scores[:, :-1]
         start = np.maximum.accumulate(np.where(new_group, positions, 0), axis=1)
-        ends_here = np.ones(ranked.shape, dtype=bool)
+        ends_here = np.ones(sorted_scores.shape, dtype=bool)
         ends_here[:, :-1] = new_group[:, 1:]
         after = np.where(ends_here, positions + 1, width)
         end = np.minimum.accumulate(after[:, ::-1], axis=1)[:, ::-1]
@@ -87,6 +87,9 @@ class Layout:
 
     def values(self, value: ItemValue) -> np.ndarray:
         """``value`` at the ranked positions: (Q, N)."""
+        if self.ranked is None:
+            width: int = self.group_start.shape[1]
+            return self.grid.values(value)[:, :width]
         return self.grid.values(value, self.ranked)
 
     def group_totals(self, ranked_values: np.ndarray) -> np.ndarray:
@@ -113,5 +116,5 @@ class Layout:
 def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
     """Exclusive prefix sums along rows: (Q, N + 1), entry j = Σ of entries < j."""
     out = np.zeros((values.shape[0], values.shape[1] + 1))
-    np.cumsum(values, axis=1, out=out[:, 1:])
+    out[:, 1:] = running_sum(values)
     return out

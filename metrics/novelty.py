@@ -32,7 +32,7 @@ import numpy as np
 
 from steadyrank.metrics.combinatorics import binomial_ratio, log_factorials
 from steadyrank.metrics.layout import Layout
-from steadyrank.metrics.values import Items, ItemValue, column_indices, gather
+from steadyrank.metrics.values import Items, ItemValue, column_indices, gather, running_sum
 
 if TYPE_CHECKING:
     from steadyrank.metrics.engine import ItemContext
@@ -102,7 +102,7 @@ def novelty_gain(layout: Layout, weight: ItemValue, beta: float) -> np.ndarray:
     kmax = layout.kmax
     weights, sources = layout.values(weight), layout.values(SOURCE)
     if layout.singleton:
-        return np.cumsum(_fixed_contributions(weights, sources, beta)[:, :kmax], axis=1)
+        return running_sum(_fixed_contributions(weights, sources, beta)[:, :kmax])
     fresh, count = _group_source_facts(layout, weights, sources)
     m = layout.size
     t = np.arange(kmax)[None, :] - layout.start
@@ -112,7 +112,7 @@ def novelty_gain(layout: Layout, weight: ItemValue, beta: float) -> np.ndarray:
     for a in np.unique(count[fresh_positive]):
         in_class = layout.group_totals(np.where(fresh_positive & (count == a), weights, 0.0))
         term += in_class * binomial_ratio(log_fact, m - a, t, m - 1, t)
-    return np.cumsum(beta * layout.group_totals(weights) / m + (1 - beta) * term / m, axis=1)
+    return running_sum(beta * layout.group_totals(weights) / m + (1 - beta) * term / m)
 
 
 def novelty_ideal(items: ItemContext, kmax: int) -> np.ndarray:
@@ -128,7 +128,7 @@ def novelty_ideal(items: ItemContext, kmax: int) -> np.ndarray:
         width: int = rubric.shape[1]
         best = np.zeros((n_rows, kmax))
         best[:, : min(kmax, width)] = v[:, :kmax]
-        return np.cumsum(best, axis=1)
+        return running_sum(best)
 
     return items.cached(("novelty_ideal", kmax), compute)
 
@@ -142,7 +142,8 @@ def _best_order(layout: Layout, weights: np.ndarray, sources: np.ndarray, beta: 
     first = _run_starts(gather(sources, order), gather(~(weights > 0), order), gather(starts, order))
     heaviest = _scatter(order, first & gather(weights > 0, order))
     v = np.where(heaviest & fresh, weights, beta * weights)
-    return gather(layout.ranked, np.lexsort((positions, -v, starts), axis=1))
+    order = np.lexsort((positions, -v, starts), axis=1)
+    return order if layout.ranked is None else gather(layout.ranked, order)
 
 
 def _cheapest(weights: np.ndarray, sources: np.ndarray, fresh: np.ndarray, beta: float, n_items: int) -> float:
@@ -177,11 +178,11 @@ def _worst(layout: Layout, weights: np.ndarray, sources: np.ndarray, beta: float
     lightest = np.lexsort((positions, weights, starts), axis=1)[:, :kmax]
     along = _fixed_contributions(gather(weights, lightest), gather(sources, lightest), beta)
     complete = np.zeros((weights.shape[0], kmax + 1))
-    np.cumsum(along, axis=1, out=complete[:, 1:])
+    complete[:, 1:] = running_sum(along)
     unit = np.where(fresh, weights, beta * weights)  # exact where each source has one item in the group
     cheapest_first = np.lexsort((positions, unit, starts), axis=1)[:, :kmax]
     partial = np.zeros((weights.shape[0], kmax + 1))
-    np.cumsum(gather(unit, cheapest_first), axis=1, out=partial[:, 1:])
+    partial[:, 1:] = running_sum(gather(unit, cheapest_first))
     c, e = layout.start, layout.end
     k = np.arange(1, kmax + 1)[None, :]
     out = np.where(k == e, gather(complete, np.minimum(e, kmax)),
@@ -203,7 +204,7 @@ def novelty_extreme(items: ItemContext, layout: Layout, best: bool) -> np.ndarra
     weight = items.item(RARITY_WEIGHT)
     weights, sources = layout.values(weight), layout.values(SOURCE)
     if best:
-        fixed = Layout.fixed(layout.grid, _best_order(layout, weights, sources, beta)[:, : layout.kmax])
+        fixed = Layout.fixed(layout.grid, _best_order(layout, weights, sources, beta), layout.kmax)
         gain = novelty_gain(fixed, weight, beta)
     else:
         gain = _worst(layout, weights, sources, beta)

@@ -24,7 +24,8 @@ class MetricParams:
     udcg_distraction: float = 1.0 / 3.0
 
     def __post_init__(self) -> None:
-        for name, value in asdict(self).items():
+        for name in ("rarity_alpha", "rarity_cap4", "rarity_cap3", "novelty_beta", "udcg_distraction"):
+            value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         if self.novelty_beta >= 1:

@@ -31,7 +31,7 @@ from steadyrank.metrics.formulas import (
 from steadyrank.metrics.layout import Layout, smallest_sorted
 from steadyrank.metrics.novelty import SOURCE_LABEL, novelty_extreme, novelty_gain, novelty_ideal, novelty_values
 from steadyrank.metrics.udcg import DISTRACTION_LABEL, UTILITY_LABEL, expected_udcg, udcg_score
-from steadyrank.metrics.values import Items, ItemValue, Transform, gather
+from steadyrank.metrics.values import Items, ItemValue, Transform, gather, running_sum
 
 if TYPE_CHECKING:
     from steadyrank.metrics.engine import ItemContext
@@ -150,7 +150,7 @@ def ideal_dcg(items: ItemContext, exponential: bool, kmax: int) -> np.ndarray:
         if gains.shape[1]:
             top = gather(gains, smallest_sorted(-gains, kmax))
             best[:, : top.shape[1]] = top
-        return np.cumsum(best * log_discounts(kmax)[None, :], axis=1)
+        return running_sum(best * log_discounts(kmax)[None, :])
 
     return items.cached(("ideal_dcg", exponential, kmax), compute)
 

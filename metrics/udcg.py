@@ -25,7 +25,7 @@ import numpy as np
 
 from steadyrank.metrics.combinatorics import log_factorials
 from steadyrank.metrics.layout import Layout
-from steadyrank.metrics.values import ItemValue, gather
+from steadyrank.metrics.values import ItemValue, gather, running_sum
 
 UTILITY_LABEL, DISTRACTION_LABEL = "utility", "distraction"
 #: Most choices of labelled items enumerated for one tie group cut by a cutoff.
@@ -81,7 +81,7 @@ def expected_udcg(layout: Layout, score: ItemValue) -> np.ndarray:
     ranked = layout.values(score)
     k = np.arange(1, kmax + 1)[None, :]
     if layout.singleton:
-        return sigmoid(np.cumsum(ranked[:, :kmax], axis=1) / k)
+        return sigmoid(running_sum(ranked[:, :kmax]) / k)
     before = layout.sum_before_group(score)
     t = k - layout.start
     m = layout.size

@@ -16,16 +16,41 @@ from types import MappingProxyType
 
 import numpy as np
 
+#: Upper-triangular ones matrices by size, for :func:`running_sum`.
+_TRIANGLES: dict[int, np.ndarray] = {}
+#: Longest rows summed by a matrix product (O(n²) per row); longer ones by ``np.cumsum``.
+_PRODUCT_WIDTH = 64
+
+
+def running_sum(values: np.ndarray) -> np.ndarray:
+    """Cumulative sums along the rows of a (Q, n) array of finite values, float64.
+
+    Short rows are summed as one product with an upper-triangular ones matrix, several times faster
+    than ``np.cumsum`` along short rows (a loop per row); integer-valued sums stay exact.
+    """
+    width: int = values.shape[1]
+    if width > _PRODUCT_WIDTH or width == 0:
+        return np.cumsum(values, axis=1, dtype=np.float64)
+    triangle = _TRIANGLES.get(width)
+    if triangle is None:
+        triangle = _TRIANGLES.setdefault(width, np.triu(np.ones((width, width))))
+    return np.asarray(values, dtype=np.float64) @ triangle
+
+
+def flat_indices(array: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Flat indices of ``array[q, cols[q, j]]`` into a (Q, W) array, for ``np.take``."""
+    n_rows: int
+    width: int
+    n_rows, width = array.shape
+    return cols + (np.arange(n_rows) * width)[:, None]
+
 
 def gather(array: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """``array[q, cols[q, j]]`` for every row q (``np.take_along_axis(array, cols, axis=1)``).
 
     Implemented as one flat ``np.take``, several times faster than 2-D fancy indexing.
     """
-    n_rows: int
-    width: int
-    n_rows, width = array.shape
-    return np.take(array, cols + (np.arange(n_rows) * width)[:, None])
+    return np.take(array, flat_indices(array, cols))
 
 
 @dataclass(frozen=True)
@@ -46,10 +71,11 @@ class Items:
 
     def at(self, cols: np.ndarray) -> Items:
         """The attributes at column indices ``cols`` (Q, n) of these (Q, W) attributes."""
-        grade = gather(self.grade, cols)
-        rubric = grade if self.rubric is self.grade else gather(self.rubric, cols)
-        return Items(grade, rubric, gather(self.valid, cols),
-                     MappingProxyType({k: gather(v, cols) for k, v in self.extras.items()}))
+        flat = flat_indices(self.grade, cols)
+        grade = np.take(self.grade, flat)
+        rubric = grade if self.rubric is self.grade else np.take(self.rubric, flat)
+        return Items(grade, rubric, np.take(self.valid, flat),
+                     MappingProxyType({k: np.take(v, flat) for k, v in self.extras.items()}))
 
     def rows(self, rows: np.ndarray) -> Items:
         """The same attributes for a subset of rows."""
@@ -89,11 +115,14 @@ class ItemGrid:
 
     def __init__(self, items: Items) -> None:
         self.items = items
+        self.n_rows: int = items.grade.shape[0]
         self._gathered: dict[int, tuple[np.ndarray, Items]] = {}
-        self._values: dict[tuple[int, int], tuple[np.ndarray, ItemValue, np.ndarray]] = {}
+        self._values: dict[tuple[int, int], tuple[np.ndarray | None, ItemValue, np.ndarray]] = {}
 
-    def at(self, cols: np.ndarray) -> Items:
-        """The attributes at column indices ``cols`` (Q, n), memoised by the array."""
+    def at(self, cols: np.ndarray | None) -> Items:
+        """The attributes at column indices ``cols`` (Q, n), memoised by the array; ``None``: every column."""
+        if cols is None:
+            return self.items
         hit = self._gathered.get(id(cols))
         if hit is not None and hit[0] is cols:
             return hit[1]
@@ -101,13 +130,14 @@ class ItemGrid:
         self._gathered[id(cols)] = (cols, items)  # keeps ``cols`` alive, so its id stays unique
         return items
 
-    def values(self, value: ItemValue, cols: np.ndarray) -> np.ndarray:
-        """``value`` at column indices ``cols`` (Q, n) → float64 (Q, n), 0 for invalid items; memoised."""
+    def values(self, value: ItemValue, cols: np.ndarray | None = None) -> np.ndarray:
+        """``value`` at column indices ``cols`` (Q, n; ``None``: every column) → float64, 0 for invalid
+        items; memoised."""
         key = (id(value), id(cols))
         hit = self._values.get(key)
         if hit is not None and hit[0] is cols and hit[1] is value:
             return hit[2]
         items = self.at(cols)
-        out = np.where(items.valid, np.asarray(value.transform(items), dtype=np.float64), 0.0)
+        out = np.asarray(value.transform(items), dtype=np.float64) * items.valid  # values are finite
         self._values[key] = (cols, value, out)
         return out
