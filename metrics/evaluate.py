@@ -40,8 +40,9 @@ class QueryStats:
 
     @property
     def range(self) -> np.ndarray:
-        """max − min: how far the tie order alone can move the metric."""
-        return self.max - self.min
+        """max − min: how far the tie order alone can move the metric (≥ 0: a rounding difference of
+        two sums of the same values in different orders is not a negative range)."""
+        return np.maximum(self.max - self.min, 0.0)
 
     @property
     def bias(self) -> np.ndarray:

@@ -128,11 +128,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _measures(args: argparse.Namespace) -> list[str]:
-    measures = [str(m) for m in parse_measures(args.measures or DEFAULT_MEASURES)]
-    if args.cutoffs:
-        names = dict.fromkeys(m.partition("@")[0] for m in measures)
-        measures += [f"{name}@{k}" for name in names for k in args.cutoffs]
-    return [str(m) for m in parse_measures(measures)]
+    """The -m measures; with --cutoffs, every metric of them at its own and those cutoffs, in order."""
+    measures = parse_measures(args.measures or DEFAULT_MEASURES)
+    if not args.cutoffs:
+        return [str(m) for m in measures]
+    cutoffs: dict[str, set[int]] = {}
+    for m in measures:
+        cutoffs.setdefault(m.name, set(args.cutoffs)).add(m.k)
+    return [f"{name}@{k}" for name, ks in cutoffs.items() for k in sorted(ks)]
 
 
 def _acc_hit(result: Evaluation, answers: dict[str, bool]) -> dict[str, dict[str, Any]]:
@@ -264,7 +267,7 @@ def _print_tables(payload: dict[str, Any], result: Evaluation) -> None:
         print("\nRA-nWG sensitivity (mean E per run; delta from the baseline parameters; same order of runs?)")
         headers = ["alpha", "cap4", "cap3", "measure"] + [f"E {i + 1}" for i in range(len(runs))] + \
             [f"delta {i + 1}" for i in range(len(runs))] + ["max |dq|", "same order"]
-        rows = [[pt["alpha"], pt["cap4"], pt["cap3"], m] + [pt["mean"][r][m] for r in runs]
+        rows = [[f"{pt['alpha']:g}", f"{pt['cap4']:g}", f"{pt['cap3']:g}", m] + [pt["mean"][r][m] for r in runs]
                 + [pt["delta"][r][m] for r in runs] + [max(pt["max_query_delta"][r][m] for r in runs),
                                                        "yes" if pt["same_order"][m] else "NO"]
                 for pt in points for m in measures]
