@@ -29,12 +29,15 @@ from types import MappingProxyType
 import numpy as np
 
 from steadyrank.metrics.batch import Batch
-from steadyrank.metrics.values import Items, gather
+from steadyrank.metrics.values import Items, flat_indices, gather
 
 #: Rows scanned at once: a chunk's scores stay in cache between the passes over them.
 SCAN_ROWS = 1024
 #: docid rank of pads and stand-in unjudged items: after every real candidate.
 _LAST = np.iinfo(np.int64).max
+#: Bits of the column in a rank sort key (the score's 32 bits above them).
+_COLUMN_BITS = 20
+_COLUMN_LIMIT = 1 << _COLUMN_BITS
 
 
 @dataclass(frozen=True)
@@ -87,9 +90,9 @@ def _flat_nonzero(array: np.ndarray) -> np.ndarray:
         return np.flatnonzero(array)
     per_word = 8 // itemsize
     words = np.frombuffer(array, dtype=np.uint64)
-    hot = np.flatnonzero(words)
-    inside = np.reshape(np.frombuffer(words[hot], dtype=array.dtype), (-1, per_word))
-    word, offset = np.nonzero(inside)
+    hot = np.flatnonzero(words != 0)  # nonzero of a bool mask: several times faster than of the words
+    inside = np.flatnonzero(np.frombuffer(words[hot], dtype=array.dtype) != 0)
+    word, offset = np.divmod(inside, per_word)
     return hot[word] * per_word + offset
 
 
@@ -111,24 +114,20 @@ def _pack(rows: np.ndarray, cols: np.ndarray, n_rows: int, min_width: int) -> np
     return out
 
 
-def _ranking_columns(scores: np.ndarray, kmax: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """Each row's top ``kmax`` columns in input order, with the whole tie group at the ``kmax``-th
-    score where a special candidate (``rows``, ``cols``) belongs to it; -1 pads."""
-    n_rows: int
-    width: int
-    n_rows, width = scores.shape
-    if kmax < width:
-        top = np.argpartition(scores, width - kmax, axis=1)[:, width - kmax :]
-    else:
-        top = np.broadcast_to(np.arange(width), (n_rows, width))
-    top_scores = gather(scores, top)
+def _ranking_columns(scores: np.ndarray, top: np.ndarray, top_scores: np.ndarray, kmax: int, rows: np.ndarray,
+                     cols: np.ndarray, special_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(columns, scores) of each row's top ``kmax`` (any order), with the whole tie group at the
+    ``kmax``-th score where a special candidate (``rows``, ``cols``) belongs to it; -1 / -inf pads."""
+    width: int = scores.shape[1]
     kth = top_scores.min(axis=1)
-    ranking_cols = np.sort(top, axis=1)
+    ranking_cols, ranked_scores = top, top_scores
     if ranking_cols.shape[1] < kmax:
-        ranking_cols = np.pad(ranking_cols, ((0, 0), (0, kmax - ranking_cols.shape[1])), constant_values=-1)
-    boundary_rows = np.unique(rows[scores[rows, cols] == kth[rows]])
+        extra = kmax - ranking_cols.shape[1]
+        ranking_cols = np.pad(ranking_cols, ((0, 0), (0, extra)), constant_values=-1)
+        ranked_scores = np.pad(ranked_scores, ((0, 0), (0, extra)), constant_values=-np.inf)
+    boundary_rows = np.unique(rows[special_scores == kth[rows]])
     if boundary_rows.size == 0:
-        return ranking_cols
+        return ranking_cols, ranked_scores
     # Rows where a special candidate ties at the K-th score: the items above it, then the whole group.
     in_group = scores[boundary_rows] == kth[boundary_rows, None]
     group_rows, group_cols = np.divmod(np.flatnonzero(in_group), width)
@@ -141,21 +140,37 @@ def _ranking_columns(scores: np.ndarray, kmax: int, rows: np.ndarray, cols: np.n
     if packed.shape[1] > ranking_cols.shape[1]:
         extra = packed.shape[1] - ranking_cols.shape[1]
         ranking_cols = np.pad(ranking_cols, ((0, 0), (0, extra)), constant_values=-1)
+        ranked_scores = np.pad(ranked_scores, ((0, 0), (0, extra)), constant_values=-np.inf)
+    else:
+        ranking_cols, ranked_scores = ranking_cols.copy(), ranked_scores.copy()
     ranking_cols[boundary_rows] = -1
     ranking_cols[boundary_rows, : packed.shape[1]] = packed
-    return ranking_cols
+    ranked_scores[boundary_rows] = np.where(ranking_cols[boundary_rows] < 0, -np.inf,
+                                            gather(scores[boundary_rows], np.maximum(ranking_cols[boundary_rows], 0)))
+    return ranking_cols, ranked_scores
 
 
-@dataclass(frozen=True)
-class _Chunk:
-    """Stage one's output for a block of rows (see :class:`CompactBatch`)."""
+def _rank_order(cols: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cols, scores) of each row sorted by score descending, ties by column (pads, -1, last).
 
-    scores: np.ndarray
-    ranking: Items
-    special: np.ndarray
-    tied: np.ndarray
-    docid_rank: np.ndarray | None
-    pool: Items
+    float32 scores and columns below 2^20 are sorted as one int64 key per item (the score's
+    order-preserving bits, then the column), a plain sort instead of an index sort; otherwise a
+    stable index sort by score of the columns sorted first.
+    """
+    if scores.dtype == np.float32 and int(cols.max(initial=0)) < _COLUMN_LIMIT - 1:  # the last column value marks pads
+        bits = (scores + np.float32(0)).view(np.uint32).astype(np.int64)  # + 0: -0.0 ties with 0.0 as +0.0
+        ordered = np.where(bits & 0x80000000, bits ^ 0xFFFFFFFF, bits | 0x80000000)  # ascending with the score
+        keys = ((0xFFFFFFFF - ordered) << _COLUMN_BITS) | np.where(cols < 0, _COLUMN_LIMIT - 1, cols)
+        keys.sort(axis=1)
+        sorted_cols = keys & (_COLUMN_LIMIT - 1)
+        sorted_scores = (0xFFFFFFFF - (keys >> _COLUMN_BITS))
+        sorted_scores = np.where(sorted_scores & 0x80000000, sorted_scores ^ 0x80000000, sorted_scores ^ 0xFFFFFFFF)
+        pads = sorted_cols == _COLUMN_LIMIT - 1
+        return np.where(pads, -1, sorted_cols), sorted_scores.astype(np.uint32).view(np.float32)
+    by_column = np.argsort(np.where(cols < 0, np.iinfo(np.int64).max, cols), axis=1)
+    cols, scores = gather(cols, by_column), gather(scores, by_column)
+    order = np.argsort(-scores, axis=1, kind="stable")
+    return gather(cols, order), gather(scores, order)
 
 
 def _tied_special(sorted_scores: np.ndarray, special: np.ndarray, kmax: int) -> np.ndarray:
@@ -170,38 +185,14 @@ def _tied_special(sorted_scores: np.ndarray, special: np.ndarray, kmax: int) -> 
     return found
 
 
-def _scan(batch: Batch, begin: int, end: int, kmax: int, n_valid: np.ndarray) -> _Chunk:
-    """Stage one on rows ``begin:end``, gathering while the rows are in cache."""
-    scores = batch.scores[begin:end]
-    width: int = scores.shape[1]
-    rows, cols = np.divmod(_special_flat(batch, begin, end), width)
-    real = np.isfinite(scores[rows, cols]) if batch.valid is None else batch.valid[begin:end][rows, cols]
-    rows, cols = rows[real], cols[real]
-    n_rows = end - begin
-    ranking_cols = _ranking_columns(scores, kmax, rows, cols)
-    ranked_scores = np.where(ranking_cols < 0, -np.inf, gather(scores, np.maximum(ranking_cols, 0)))
-    order = np.argsort(-ranked_scores, axis=1, kind="stable")  # rank order; ties keep the input order
-    ranking_cols, ranked_scores = gather(ranking_cols, order), gather(ranked_scores, order)
-    docid_rank = None
-    if batch.docid_rank is not None:
-        docid_rank = np.where(ranking_cols < 0, _LAST, gather(batch.docid_rank[begin:end], np.maximum(ranking_cols, 0)))
-    n_default = n_valid[begin:end] - np.bincount(rows, minlength=n_rows)
-    pool = _concat(_attributes(batch, begin, end, _pack(rows, cols, n_rows, 0)), _stand_ins(batch, n_default, kmax))
-    ranking = _attributes(batch, begin, end, ranking_cols)
-    special = _is_special(batch, ranking)
-    return _Chunk(ranked_scores, ranking, special, _tied_special(ranked_scores, special, kmax), docid_rank, pool)
-
-
-def _attributes(batch: Batch, begin: int, end: int, cols: np.ndarray) -> Items:
-    """The attributes of rows ``begin:end`` at ``cols`` (q, n); -1 is a pad (invalid, unjudged attributes)."""
+def _attributes(batch: Batch, cols: np.ndarray) -> Items:
+    """The candidates' attributes at ``cols`` (Q, n); -1 is a pad (invalid, unjudged attributes)."""
     pad = cols < 0
-    safe = np.where(pad, 0, cols)
-    block = slice(begin, end)
-    real = np.isfinite(gather(batch.scores[block], safe)) if batch.valid is None else gather(batch.valid[block], safe)
-    grade = np.where(pad, 0, gather(batch.grades[block], safe))
-    rubric = grade if batch.rubric is batch.grades else np.where(pad, batch.unjudged_rubric,
-                                                                 gather(batch.rubric[block], safe))
-    labels = {name: np.where(pad, batch.label_defaults[name], gather(values[block], safe))
+    flat = flat_indices(batch.scores, np.where(pad, 0, cols))
+    real = np.isfinite(np.take(batch.scores, flat)) if batch.valid is None else np.take(batch.valid, flat)
+    grade = np.where(pad, 0, np.take(batch.grades, flat))
+    rubric = grade if batch.rubric is batch.grades else np.where(pad, batch.unjudged_rubric, np.take(batch.rubric, flat))
+    labels = {name: np.where(pad, batch.label_defaults[name], np.take(values, flat))
               for name, values in batch.labels.items()}
     return Items(grade, rubric, ~pad & real, MappingProxyType(labels))
 
@@ -223,31 +214,51 @@ def _concat(a: Items, b: Items) -> Items:
     return Items(grade, rubric, np.concatenate([a.valid, b.valid], axis=1), MappingProxyType(labels))
 
 
-def _stack(parts: list[np.ndarray], fill: float | int | bool) -> np.ndarray:
-    """Row blocks of different widths, stacked and padded on the right with ``fill``."""
-    if len(parts) == 1:
-        return parts[0]
-    width = max(p.shape[1] for p in parts)
-    return np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])), constant_values=fill) for p in parts])
-
-
-def _stack_items(batch: Batch, parts: list[Items]) -> Items:
-    grade = _stack([p.grade for p in parts], 0)
-    rubric = grade if batch.rubric is batch.grades else _stack([p.rubric for p in parts], batch.unjudged_rubric)
-    labels = {name: _stack([p.extras[name] for p in parts], batch.label_defaults[name]) for name in batch.labels}
-    return Items(grade, rubric, _stack([p.valid for p in parts], False), MappingProxyType(labels))
+def _scan(batch: Batch, kmax: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(top ``kmax`` columns of every row, any order; their scores; flat indices of the special
+    candidates), a block of rows at a time: one ``argpartition``, its gather and one word-wise scan
+    per block, while the block is in cache."""
+    n_rows: int
+    width: int
+    n_rows, width = batch.scores.shape
+    top_width = min(kmax, width)
+    top = np.empty((n_rows, top_width), dtype=np.intp)
+    top_scores = np.empty((n_rows, top_width), dtype=batch.scores.dtype)
+    found: list[np.ndarray] = []
+    for begin in range(0, n_rows, SCAN_ROWS):
+        end = min(begin + SCAN_ROWS, n_rows)
+        scores = batch.scores[begin:end]
+        if kmax < width:
+            block = np.argpartition(scores, width - kmax, axis=1)[:, width - kmax :]
+        else:
+            block = np.broadcast_to(np.arange(width), scores.shape)
+        top[begin:end] = block
+        top_scores[begin:end] = gather(scores, block)
+        found.append(_special_flat(batch, begin, end) + begin * width)
+    return top, top_scores, np.concatenate(found) if found else np.zeros(0, dtype=np.intp)
 
 
 def compact_batch(batch: Batch, kmax: int) -> CompactBatch:
     """Reduce ``batch`` to the candidates that statistics at cutoffs ≤ ``kmax`` depend on."""
-    n_valid = batch.valid_counts()
-    n_rows: int = batch.scores.shape[0]
-    chunks = [_scan(batch, b, min(b + SCAN_ROWS, n_rows), kmax, n_valid) for b in range(0, max(n_rows, 1), SCAN_ROWS)]
-    docid_parts = [c.docid_rank for c in chunks if c.docid_rank is not None]
+    n_rows: int
+    width: int
+    n_rows, width = batch.scores.shape
+    top, top_scores, flat_special = _scan(batch, kmax)
+    special_scores = np.take(batch.scores, flat_special)
+    real = np.isfinite(special_scores) if batch.valid is None else np.take(batch.valid, flat_special)
+    rows, cols = np.divmod(flat_special[real], width)
+    ranking_cols, ranked_scores = _ranking_columns(batch.scores, top, top_scores, kmax, rows, cols, special_scores[real])
+    # rank order: score descending, ties in input order (the ``input`` tie-break)
+    ranking_cols, ranked_scores = _rank_order(ranking_cols, ranked_scores)
+    docid_rank = None
+    if batch.docid_rank is not None:
+        docid_rank = np.where(ranking_cols < 0, _LAST, gather(batch.docid_rank, np.maximum(ranking_cols, 0)))
+    n_default = batch.valid_counts() - np.bincount(rows, minlength=n_rows)
+    pool = _concat(_attributes(batch, _pack(rows, cols, n_rows, 0)), _stand_ins(batch, n_default, kmax))
+    ranking = _attributes(batch, ranking_cols)
+    special = _is_special(batch, ranking)
     return CompactBatch(
-        kmax, _stack([c.scores for c in chunks], -np.inf), _stack_items(batch, [c.ranking for c in chunks]),
-        _stack([c.special for c in chunks], False), np.concatenate([c.tied for c in chunks]),
-        _stack(docid_parts, _LAST) if docid_parts else None, _stack_items(batch, [c.pool for c in chunks]),
+        kmax, ranked_scores, ranking, special, _tied_special(ranked_scores, special, kmax), docid_rank, pool,
         batch.judged, batch.judged_rubric, MappingProxyType(dict(batch.judged_labels)),
     )
 

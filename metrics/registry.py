@@ -28,7 +28,7 @@ from steadyrank.metrics.formulas import (
     expected_reciprocal_rank,
     log_discounts,
 )
-from steadyrank.metrics.layout import Layout, smallest_sorted
+from steadyrank.metrics.layout import Layout, largest_sorted
 from steadyrank.metrics.novelty import SOURCE_LABEL, novelty_extreme, novelty_gain, novelty_ideal, novelty_values
 from steadyrank.metrics.udcg import DISTRACTION_LABEL, UTILITY_LABEL, expected_udcg, udcg_score
 from steadyrank.metrics.values import Items, ItemValue, Transform, gather, running_sum
@@ -148,7 +148,7 @@ def ideal_dcg(items: ItemContext, exponential: bool, kmax: int) -> np.ndarray:
         gains = 2.0**judged - 1 if exponential else judged
         best = np.zeros((gains.shape[0], kmax))
         if gains.shape[1]:
-            top = gather(gains, smallest_sorted(-gains, kmax))
+            top = largest_sorted(gains, kmax)
             best[:, : top.shape[1]] = top
         return running_sum(best * log_discounts(kmax)[None, :])
 
