@@ -23,6 +23,8 @@ class Batch:
     them per row (derived if omitted). ``labels`` are extra per-candidate labels (Q, W) that some
     metrics read (an UDCG utility, a source id), with the value of an unlabelled candidate in
     ``label_defaults``; ``judged_labels`` are the same labels for the judged pool (Q, J).
+    ``require_finite``: every candidate is real and a NaN or infinite score is an error, checked
+    while the engine's first stage has the scores in cache.
     """
 
     scores: np.ndarray  # (Q, W) float
@@ -37,6 +39,8 @@ class Batch:
     labels: Mapping[str, np.ndarray] = field(default_factory=lambda: _NO_LABELS)
     label_defaults: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     judged_labels: Mapping[str, np.ndarray] = field(default_factory=lambda: _NO_LABELS)
+    #: Refuse (ValueError) any score that is not finite: for batches whose every candidate is real.
+    require_finite: bool = False
 
     def __post_init__(self) -> None:
         missing = set(self.labels) - set(self.label_defaults)

@@ -23,6 +23,7 @@ candidate there, and the pool.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
@@ -35,9 +36,9 @@ from steadyrank.metrics.values import Items, flat_indices, gather
 SCAN_ROWS = 1024
 #: docid rank of pads and stand-in unjudged items: after every real candidate.
 _LAST = np.iinfo(np.int64).max
-#: Bits of the column in a rank sort key (the score's 32 bits above them).
-_COLUMN_BITS = 20
-_COLUMN_LIMIT = 1 << _COLUMN_BITS
+#: A rank sort key (int64): the score's 32 order-preserving bits, the column, the position in the row.
+_COLUMN_BITS, _POSITION_BITS = 20, 10
+_COLUMN_LIMIT, _POSITION_LIMIT = 1 << _COLUMN_BITS, 1 << _POSITION_BITS
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,17 @@ class CompactBatch:
     def n_queries(self) -> int:
         return int(self.scores.shape[0])
 
+    def head(self) -> CompactBatch:
+        """The same batch with only the first ``kmax`` ranks of each row (all a fixed order reads)."""
+        if self.scores.shape[1] == self.kmax:
+            return self
+
+        def first(values: np.ndarray) -> np.ndarray:
+            return values[:, : self.kmax]
+
+        return replace(self, scores=first(self.scores), ranking=_map_items(self.ranking, first),
+                       special=first(self.special), docid_rank=None if self.docid_rank is None else first(self.docid_rank))
+
     def rows(self, rows: np.ndarray) -> CompactBatch:
         """The same batch restricted to ``rows``."""
         return replace(
@@ -76,6 +88,14 @@ class CompactBatch:
             judged=self.judged[rows], judged_rubric=self.judged_rubric[rows],
             judged_labels=MappingProxyType({k: v[rows] for k, v in self.judged_labels.items()}),
         )
+
+
+def all_finite(scores: np.ndarray) -> bool:
+    """Whether every score is finite: one sum (NaN and ±inf propagate), the exact check only if it is not."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(scores.sum()):
+            return True
+    return bool(np.isfinite(scores).all())  # the sum may also overflow on finite scores
 
 
 def _flat_nonzero(array: np.ndarray) -> np.ndarray:
@@ -106,71 +126,125 @@ def _special_flat(batch: Batch, begin: int, end: int) -> np.ndarray:
     return found[0] if len(found) == 1 else np.unique(np.concatenate(found))
 
 
-def _pack(rows: np.ndarray, cols: np.ndarray, n_rows: int, min_width: int) -> np.ndarray:
-    """Columns grouped by row (``rows`` sorted), left-aligned in an (n_rows, N) matrix padded with -1."""
+def _pack(rows: np.ndarray, values: np.ndarray, n_rows: int, min_width: int, fill: float | bool) -> np.ndarray:
+    """``values`` grouped by row (``rows`` sorted), left-aligned in an (n_rows, N) matrix padded with ``fill``."""
     counts = np.bincount(rows, minlength=n_rows)
-    out = np.full((n_rows, max(int(counts.max(initial=0)), min_width)), -1, dtype=np.int64)
-    out[rows, np.arange(rows.size) - (np.cumsum(counts) - counts)[rows]] = cols
+    out = np.full((n_rows, max(int(counts.max(initial=0)), min_width)), fill, dtype=values.dtype)
+    out[rows, np.arange(rows.size) - (np.cumsum(counts) - counts)[rows]] = values
     return out
 
 
-def _ranking_columns(scores: np.ndarray, top: np.ndarray, top_scores: np.ndarray, kmax: int, rows: np.ndarray,
-                     cols: np.ndarray, special_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(columns, scores) of each row's top ``kmax`` (any order), with the whole tie group at the
-    ``kmax``-th score where a special candidate (``rows``, ``cols``) belongs to it; -1 / -inf pads."""
-    width: int = scores.shape[1]
-    kth = top_scores.min(axis=1)
-    ranking_cols, ranked_scores = top, top_scores
-    if ranking_cols.shape[1] < kmax:
-        extra = kmax - ranking_cols.shape[1]
-        ranking_cols = np.pad(ranking_cols, ((0, 0), (0, extra)), constant_values=-1)
-        ranked_scores = np.pad(ranked_scores, ((0, 0), (0, extra)), constant_values=-np.inf)
-    boundary_rows = np.unique(rows[special_scores == kth[rows]])
+def _take_items(batch: Batch, begin: int, end: int, flat: np.ndarray, scores: np.ndarray) -> Items:
+    """The attributes of the candidates at ``flat`` (indices into rows ``begin:end`` taken flat, any
+    shape) whose ``scores`` are given."""
+    block = slice(begin, end)
+    grade = np.take(batch.grades[block], flat)
+    rubric = grade if batch.rubric is batch.grades else np.take(batch.rubric[block], flat)
+    valid = np.isfinite(scores) if batch.valid is None else np.take(batch.valid[block], flat)
+    labels = {name: np.take(values[block], flat) for name, values in batch.labels.items()}
+    return Items(grade, rubric, valid, MappingProxyType(labels))
+
+
+def _map_items(items: Items, function: Callable[[np.ndarray], np.ndarray]) -> Items:
+    grade = function(items.grade)
+    rubric = grade if items.rubric is items.grade else function(items.rubric)
+    return Items(grade, rubric, function(items.valid), MappingProxyType({k: function(v) for k, v in items.extras.items()}))
+
+
+def _join_items(parts: list[Items], join: Callable[[list[np.ndarray]], np.ndarray]) -> Items:
+    first = parts[0]
+    grade = join([p.grade for p in parts])
+    rubric = grade if first.rubric is first.grade else join([p.rubric for p in parts])
+    labels = {name: join([p.extras[name] for p in parts]) for name in first.extras}
+    return Items(grade, rubric, join([p.valid for p in parts]), MappingProxyType(labels))
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """Stage one's pass over the rows: the top K of every row and the special candidates."""
+
+    top: np.ndarray  # (Q, K') columns, any order
+    top_scores: np.ndarray  # (Q, K')
+    top_items: Items  # (Q, K')
+    special_flat: np.ndarray  # (S,) flat indices into the batch, valid special candidates
+    special_scores: np.ndarray  # (S,)
+    special_items: Items  # (S,)
+
+
+def _scan(batch: Batch, kmax: int) -> _Scan:
+    """One ``argpartition``, its gathers and one word-wise scan per block of rows, while the block is in cache."""
+    n_rows: int
+    width: int
+    n_rows, width = batch.scores.shape
+    top_width = min(kmax, width)
+    top = np.empty((n_rows, top_width), dtype=np.intp)
+    top_scores = np.empty((n_rows, top_width), dtype=batch.scores.dtype)
+    top_items: list[Items] = []
+    flats: list[np.ndarray] = []
+    special_scores: list[np.ndarray] = []
+    special_items: list[Items] = []
+    for begin in range(0, max(n_rows, 1), SCAN_ROWS):
+        end = min(begin + SCAN_ROWS, n_rows)
+        scores = batch.scores[begin:end]
+        if batch.require_finite and not all_finite(scores):
+            raise ValueError("scores must be finite (NaN or inf found)")
+        if kmax < width:
+            block = np.argpartition(scores, width - kmax, axis=1)[:, width - kmax :]
+        else:
+            block = np.broadcast_to(np.arange(width), scores.shape)
+        flat = flat_indices(scores, block)
+        top[begin:end] = block
+        top_scores[begin:end] = np.take(scores, flat)
+        top_items.append(_take_items(batch, begin, end, flat, top_scores[begin:end]))
+        local = _special_flat(batch, begin, end)
+        found_scores = np.take(scores, local)
+        found = _take_items(batch, begin, end, local, found_scores)
+        keep = found.valid
+        flats.append(local[keep] + begin * width)
+        special_scores.append(found_scores[keep])
+        special_items.append(_map_items(found, lambda a, keep=keep: a[keep]))
+    return _Scan(top, top_scores, _join_items(top_items, np.concatenate), np.concatenate(flats),
+                 np.concatenate(special_scores), _join_items(special_items, np.concatenate))
+
+
+def _rank_permutation(cols: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Per row, the positions of (``cols``, ``scores``) by score descending, ties by column (pads,
+    column -1, last): (Q, N).
+
+    float32 scores, columns below 2^20 and rows of at most 1024 are sorted as one int64 key per item
+    (the score's order-preserving 32 bits, the column, the position), a plain sort instead of an
+    index sort, which costs several times more along short rows; otherwise two stable index sorts.
+    """
+    width: int = cols.shape[1]
+    if scores.dtype == np.float32 and width <= _POSITION_LIMIT and int(cols.max(initial=0)) < _COLUMN_LIMIT - 1:
+        canonical = np.ascontiguousarray(scores + np.float32(0))  # + 0: -0.0 ties with 0.0 as +0.0
+        bits = np.reshape(np.frombuffer(canonical, dtype=np.uint32), scores.shape).astype(np.int64)
+        ascending = np.where(bits & 0x80000000, bits ^ 0xFFFFFFFF, bits | 0x80000000)  # grows with the score
+        column = np.where(cols < 0, _COLUMN_LIMIT - 1, cols)
+        keys = ((0xFFFFFFFF - ascending) << (_COLUMN_BITS + _POSITION_BITS)) | (column << _POSITION_BITS)
+        keys |= np.arange(width)[None, :]
+        keys.sort(axis=1)
+        return keys & (_POSITION_LIMIT - 1)
+    by_column = np.argsort(np.where(cols < 0, np.iinfo(np.int64).max, cols), axis=1, kind="stable")
+    return gather(by_column, np.argsort(-gather(scores, by_column), axis=1, kind="stable"))
+
+
+def _boundary_groups(batch: Batch, scan: _Scan, kmax: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(boundary rows, their columns: the items above the K-th score and its whole tie group, -1
+    padded) for the rows where a special candidate ties at the K-th score."""
+    width: int = batch.scores.shape[1]
+    kth = scan.top_scores.min(axis=1)
+    boundary_rows = np.unique(rows[scan.special_scores == kth[rows]])
     if boundary_rows.size == 0:
-        return ranking_cols, ranked_scores
-    # Rows where a special candidate ties at the K-th score: the items above it, then the whole group.
-    in_group = scores[boundary_rows] == kth[boundary_rows, None]
+        return boundary_rows, np.zeros((0, kmax), dtype=np.intp)
+    in_group = batch.scores[boundary_rows] == kth[boundary_rows, None]
     group_rows, group_cols = np.divmod(np.flatnonzero(in_group), width)
-    above = top_scores[boundary_rows] > kth[boundary_rows, None]
+    above = scan.top_scores[boundary_rows] > kth[boundary_rows, None]
     above_rows = np.broadcast_to(np.arange(boundary_rows.size)[:, None], above.shape)[above]
     all_rows = np.concatenate([above_rows, group_rows])
-    all_cols = np.concatenate([top[boundary_rows][above], group_cols])
-    order = np.lexsort((all_cols, all_rows))
-    packed = _pack(all_rows[order], all_cols[order], boundary_rows.size, kmax)
-    if packed.shape[1] > ranking_cols.shape[1]:
-        extra = packed.shape[1] - ranking_cols.shape[1]
-        ranking_cols = np.pad(ranking_cols, ((0, 0), (0, extra)), constant_values=-1)
-        ranked_scores = np.pad(ranked_scores, ((0, 0), (0, extra)), constant_values=-np.inf)
-    else:
-        ranking_cols, ranked_scores = ranking_cols.copy(), ranked_scores.copy()
-    ranking_cols[boundary_rows] = -1
-    ranking_cols[boundary_rows, : packed.shape[1]] = packed
-    ranked_scores[boundary_rows] = np.where(ranking_cols[boundary_rows] < 0, -np.inf,
-                                            gather(scores[boundary_rows], np.maximum(ranking_cols[boundary_rows], 0)))
-    return ranking_cols, ranked_scores
-
-
-def _rank_order(cols: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(cols, scores) of each row sorted by score descending, ties by column (pads, -1, last).
-
-    float32 scores and columns below 2^20 are sorted as one int64 key per item (the score's
-    order-preserving bits, then the column), a plain sort instead of an index sort; otherwise a
-    stable index sort by score of the columns sorted first.
-    """
-    if scores.dtype == np.float32 and int(cols.max(initial=0)) < _COLUMN_LIMIT - 1:  # the last column value marks pads
-        bits = (scores + np.float32(0)).view(np.uint32).astype(np.int64)  # + 0: -0.0 ties with 0.0 as +0.0
-        ordered = np.where(bits & 0x80000000, bits ^ 0xFFFFFFFF, bits | 0x80000000)  # ascending with the score
-        keys = ((0xFFFFFFFF - ordered) << _COLUMN_BITS) | np.where(cols < 0, _COLUMN_LIMIT - 1, cols)
-        keys.sort(axis=1)
-        sorted_cols = keys & (_COLUMN_LIMIT - 1)
-        sorted_scores = (0xFFFFFFFF - (keys >> _COLUMN_BITS))
-        sorted_scores = np.where(sorted_scores & 0x80000000, sorted_scores ^ 0x80000000, sorted_scores ^ 0xFFFFFFFF)
-        pads = sorted_cols == _COLUMN_LIMIT - 1
-        return np.where(pads, -1, sorted_cols), sorted_scores.astype(np.uint32).view(np.float32)
-    by_column = np.argsort(np.where(cols < 0, np.iinfo(np.int64).max, cols), axis=1)
-    cols, scores = gather(cols, by_column), gather(scores, by_column)
-    order = np.argsort(-scores, axis=1, kind="stable")
-    return gather(cols, order), gather(scores, order)
+    all_cols = np.concatenate([scan.top[boundary_rows][above], group_cols])
+    order = np.argsort(all_rows, kind="stable")
+    return boundary_rows, _pack(all_rows[order], all_cols[order], boundary_rows.size, kmax, -1)
 
 
 def _tied_special(sorted_scores: np.ndarray, special: np.ndarray, kmax: int) -> np.ndarray:
@@ -185,16 +259,48 @@ def _tied_special(sorted_scores: np.ndarray, special: np.ndarray, kmax: int) -> 
     return found
 
 
-def _attributes(batch: Batch, cols: np.ndarray) -> Items:
-    """The candidates' attributes at ``cols`` (Q, n); -1 is a pad (invalid, unjudged attributes)."""
+def _pad_items(batch: Batch, items: Items, width: int) -> Items:
+    """``items`` (Q, n) padded on the right to ``width`` columns with pads (invalid, unjudged attributes)."""
+    extra = width - items.grade.shape[1]
+    if extra <= 0:
+        return items
+
+    def pad(values: np.ndarray, fill: float | bool) -> np.ndarray:
+        return np.pad(values, ((0, 0), (0, extra)), constant_values=fill)
+
+    grade = pad(items.grade, 0)
+    rubric = grade if items.rubric is items.grade else pad(items.rubric, batch.unjudged_rubric)
+    labels = {name: pad(v, batch.label_defaults[name]) for name, v in items.extras.items()}
+    return Items(grade, rubric, pad(items.valid, False), MappingProxyType(labels))
+
+
+def _attributes(batch: Batch, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, Items]:
+    """(scores, attributes) of ``rows`` at ``cols`` (n, N); -1 is a pad (score -inf, invalid, unjudged)."""
+    n_rows: int
+    width: int
+    n_rows, width = batch.scores.shape
     pad = cols < 0
-    flat = flat_indices(batch.scores, np.where(pad, 0, cols))
-    real = np.isfinite(np.take(batch.scores, flat)) if batch.valid is None else np.take(batch.valid, flat)
-    grade = np.where(pad, 0, np.take(batch.grades, flat))
-    rubric = grade if batch.rubric is batch.grades else np.where(pad, batch.unjudged_rubric, np.take(batch.rubric, flat))
-    labels = {name: np.where(pad, batch.label_defaults[name], np.take(values, flat))
-              for name, values in batch.labels.items()}
-    return Items(grade, rubric, ~pad & real, MappingProxyType(labels))
+    flat = np.where(pad, 0, cols) + (rows * width)[:, None]
+    scores = np.where(pad, -np.inf, np.take(batch.scores, flat))
+    items = _take_items(batch, 0, n_rows, flat, scores)
+    grade = np.where(pad, 0, items.grade).astype(items.grade.dtype)
+    rubric = grade if items.rubric is items.grade else np.where(pad, batch.unjudged_rubric, items.rubric)
+    labels = {name: np.where(pad, batch.label_defaults[name], v) for name, v in items.extras.items()}
+    return scores, Items(grade, rubric, items.valid & ~pad, MappingProxyType(labels))
+
+
+def _arrays(items: Items) -> list[np.ndarray]:
+    """The distinct arrays of ``items`` in a fixed order (grade, rubric if its own, valid, labels by name)."""
+    out = [items.grade] + ([] if items.rubric is items.grade else [items.rubric]) + [items.valid]
+    return out + [items.extras[name] for name in sorted(items.extras)]
+
+
+def _pack_items(batch: Batch, rows: np.ndarray, items: Items, n_rows: int) -> Items:
+    """1-D ``items`` grouped by their (sorted) ``rows`` into (n_rows, S) arrays, padded with pads."""
+    grade = _pack(rows, items.grade, n_rows, 0, 0)
+    rubric = grade if items.rubric is items.grade else _pack(rows, items.rubric, n_rows, 0, batch.unjudged_rubric)
+    labels = {name: _pack(rows, v, n_rows, 0, batch.label_defaults[name]) for name, v in items.extras.items()}
+    return Items(grade, rubric, _pack(rows, items.valid, n_rows, 0, False), MappingProxyType(labels))
 
 
 def _stand_ins(batch: Batch, n_default: np.ndarray, kmax: int) -> Items:
@@ -207,55 +313,42 @@ def _stand_ins(batch: Batch, n_default: np.ndarray, kmax: int) -> Items:
     return Items(grade, rubric, valid, MappingProxyType(labels))
 
 
-def _concat(a: Items, b: Items) -> Items:
-    grade = np.concatenate([a.grade, b.grade], axis=1)
-    rubric = grade if a.rubric is a.grade else np.concatenate([a.rubric, b.rubric], axis=1)
-    labels = {name: np.concatenate([a.extras[name], b.extras[name]], axis=1) for name in a.extras}
-    return Items(grade, rubric, np.concatenate([a.valid, b.valid], axis=1), MappingProxyType(labels))
-
-
-def _scan(batch: Batch, kmax: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(top ``kmax`` columns of every row, any order; their scores; flat indices of the special
-    candidates), a block of rows at a time: one ``argpartition``, its gather and one word-wise scan
-    per block, while the block is in cache."""
-    n_rows: int
-    width: int
-    n_rows, width = batch.scores.shape
-    top_width = min(kmax, width)
-    top = np.empty((n_rows, top_width), dtype=np.intp)
-    top_scores = np.empty((n_rows, top_width), dtype=batch.scores.dtype)
-    found: list[np.ndarray] = []
-    for begin in range(0, n_rows, SCAN_ROWS):
-        end = min(begin + SCAN_ROWS, n_rows)
-        scores = batch.scores[begin:end]
-        if kmax < width:
-            block = np.argpartition(scores, width - kmax, axis=1)[:, width - kmax :]
-        else:
-            block = np.broadcast_to(np.arange(width), scores.shape)
-        top[begin:end] = block
-        top_scores[begin:end] = gather(scores, block)
-        found.append(_special_flat(batch, begin, end) + begin * width)
-    return top, top_scores, np.concatenate(found) if found else np.zeros(0, dtype=np.intp)
-
-
 def compact_batch(batch: Batch, kmax: int) -> CompactBatch:
     """Reduce ``batch`` to the candidates that statistics at cutoffs ≤ ``kmax`` depend on."""
     n_rows: int
     width: int
     n_rows, width = batch.scores.shape
-    top, top_scores, flat_special = _scan(batch, kmax)
-    special_scores = np.take(batch.scores, flat_special)
-    real = np.isfinite(special_scores) if batch.valid is None else np.take(batch.valid, flat_special)
-    rows, cols = np.divmod(flat_special[real], width)
-    ranking_cols, ranked_scores = _ranking_columns(batch.scores, top, top_scores, kmax, rows, cols, special_scores[real])
-    # rank order: score descending, ties in input order (the ``input`` tie-break)
-    ranking_cols, ranked_scores = _rank_order(ranking_cols, ranked_scores)
+    scan = _scan(batch, kmax)
+    rows = scan.special_flat // width
+    # every row: its top K in rank order (score descending, ties in input order: the ``input`` tie-break)
+    order = _rank_permutation(scan.top, scan.top_scores)
+    ranking_cols, ranked_scores = gather(scan.top, order), gather(scan.top_scores, order)
+    ranking = _map_items(scan.top_items, lambda a: gather(a, order))
+    if ranking_cols.shape[1] < kmax:
+        ranking = _pad_items(batch, ranking, kmax)
+        extra = ((0, 0), (0, kmax - ranking_cols.shape[1]))
+        ranking_cols = np.pad(ranking_cols, extra, constant_values=-1)
+        ranked_scores = np.pad(ranked_scores, extra, constant_values=-np.inf)
+    # rows where a special candidate ties at the K-th score: the whole tie group
+    boundary_rows, boundary_cols = _boundary_groups(batch, scan, kmax, rows)
+    if boundary_rows.size:
+        group_width: int = max(boundary_cols.shape[1], kmax)
+        boundary_scores, boundary_items = _attributes(batch, boundary_rows, boundary_cols)
+        by_rank = _rank_permutation(boundary_cols, boundary_scores)
+        ranking = _pad_items(batch, ranking, group_width)
+        ranking_cols = np.pad(ranking_cols, ((0, 0), (0, group_width - kmax)), constant_values=-1)
+        ranked_scores = np.pad(ranked_scores, ((0, 0), (0, group_width - kmax)), constant_values=-np.inf)
+        ranking_cols[boundary_rows] = gather(boundary_cols, by_rank)
+        ranked_scores[boundary_rows] = gather(boundary_scores, by_rank)
+        for mine, theirs in zip(_arrays(ranking), _arrays(_map_items(boundary_items, lambda a: gather(a, by_rank))),
+                                strict=True):
+            mine[boundary_rows] = theirs
     docid_rank = None
     if batch.docid_rank is not None:
         docid_rank = np.where(ranking_cols < 0, _LAST, gather(batch.docid_rank, np.maximum(ranking_cols, 0)))
     n_default = batch.valid_counts() - np.bincount(rows, minlength=n_rows)
-    pool = _concat(_attributes(batch, _pack(rows, cols, n_rows, 0)), _stand_ins(batch, n_default, kmax))
-    ranking = _attributes(batch, ranking_cols)
+    pool = _join_items([_pack_items(batch, rows, scan.special_items, n_rows), _stand_ins(batch, n_default, kmax)],
+                       lambda parts: np.concatenate(parts, axis=1))
     special = _is_special(batch, ranking)
     return CompactBatch(
         kmax, ranked_scores, ranking, special, _tied_special(ranked_scores, special, kmax), docid_rank, pool,

@@ -105,7 +105,9 @@ def _statistics(
             if stat == "proc":  # the best order of the whole pool (invalid items last)
                 values = items.pool.values(item)
                 keys = np.where(batch.pool.valid, -values if descending else values, np.inf)
-                ordered[cache_key] = Layout.fixed(items.pool, np.argsort(keys, axis=1, kind="stable"), kmax)
+                # Items of equal value are interchangeable in every metric's PROC (its value is a function
+                # of the sorted values), so the faster unstable sort will do.
+                ordered[cache_key] = Layout.fixed(items.pool, np.argsort(keys, axis=1), kmax)
             else:  # each tie group sorted by the item value
                 values = items.ranking.values(item)
                 sort_order = np.lexsort((-values if descending else values, -batch.scores), axis=1)
@@ -160,7 +162,9 @@ def evaluate_batch(
         missing = [label for label in metric_definition(name).labels if label not in batch.labels]
         if missing:
             raise ValueError(f"metric {name!r} needs the item labels {missing} (none were given)")
-    out = _statistics(ItemContext(compact, rel_level, gmax, params), order, by_name, ("oblivious", "proc"))
+    # the oblivious order in input order reads only the first K ranks of each compact row
+    fixed = compact.head() if order is None else compact
+    out = _statistics(ItemContext(fixed, rel_level, gmax, params), order, by_name, ("oblivious", "proc"))
     for per_stat in out.values():
         oblivious = per_stat["oblivious"]
         per_stat.update(expected=np.copy(oblivious), min=np.copy(oblivious), max=np.copy(oblivious))

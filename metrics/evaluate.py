@@ -216,14 +216,6 @@ def evaluate(
                             tie_break=tie_break, params=params)
 
 
-def _all_finite(scores: np.ndarray) -> bool:
-    """Whether every score is finite: one sum (NaN and ±inf propagate), exact check only if it is not."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        if np.isfinite(scores.sum()):
-            return True
-    return bool(np.isfinite(scores).all())  # the sum may also overflow on finite scores
-
-
 def evaluate_arrays(
     scores: np.ndarray,
     grades: np.ndarray,
@@ -263,11 +255,8 @@ def evaluate_arrays(
     def chunk(begin: int, end: int) -> Batch:
         chunk_scores = scores[begin:end].astype(score_dtype, copy=False)
         chunk_grades = grades[begin:end]
-        valid = None  # full rows: every candidate is real (the engine reads validity from finite scores)
-        if full_rows:  # no padding: no copies
-            if not _all_finite(chunk_scores):
-                raise ValueError("scores must be finite (NaN or inf found)")
-        else:
+        valid = None  # full rows: every candidate is real (the engine checks the scores are finite)
+        if not full_rows:
             valid = np.arange(width)[None, :] < lengths[begin:end, None]
             if not np.isfinite(chunk_scores[valid]).all():
                 raise ValueError("scores must be finite (NaN or inf found)")
@@ -276,7 +265,7 @@ def evaluate_arrays(
         chunk_judged = judged[begin:end].astype(np.float64)
         rubric, judged_rubric = _rubric_grades(chunk_grades, chunk_judged, rubric_map)
         return Batch(chunk_scores, chunk_grades, rubric, chunk_judged, judged_rubric, valid=valid,
-                     n_valid=lengths[begin:end], unjudged_rubric=_unjudged_rubric(rubric_map))
+                     n_valid=lengths[begin:end], unjudged_rubric=_unjudged_rubric(rubric_map), require_finite=full_rows)
 
     kmax = max(m.k for m in parsed)
     rows_per_chunk = max(CHUNK_QUERIES, CHUNK_ITEMS // kmax)
