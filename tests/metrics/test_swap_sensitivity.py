@@ -89,3 +89,21 @@ def test_sensitivity_report_over_the_grid():
     assert all(p.same_order["ra_nwg@2"] for p in points)
     with pytest.raises(ValueError, match="needs an RA-nWG measure"):
         ra_nwg_sensitivity(runs, QRELS, ["ndcg@2"])
+
+
+def test_udcg_refuses_a_tie_too_varied_to_enumerate_before_enumerating():
+    """25 relevant passages with distinct utilities tie across the cutoff: 2^24 subset classes > the limit."""
+    from steadyrank.metrics import ItemLabels
+    from steadyrank.metrics.udcg import MAX_SUBSET_CLASSES
+
+    docs = [f"d{i}" for i in range(25)]
+    run = {"q": {d: 0.5 for d in docs}}
+    qrels = {"q": {d: 1 for d in docs}}
+    labels = ItemLabels(utility={"q": {d: i / 25 for i, d in enumerate(docs)}}, distraction={"q": {}})
+    assert 2**24 > MAX_SUBSET_CLASSES
+    with pytest.raises(ValueError, match="subset classes"):
+        evaluate(run, qrels, ["udcg@5"], labels=labels)
+    # the fixed orders need no enumeration: the oblivious value of a smaller, equally varied tie is there
+    small = {"q": {d: 0.5 for d in docs[:6]}}
+    result = evaluate(small, {"q": {d: 1 for d in docs[:6]}}, ["udcg@3"], labels=labels)
+    assert 0.5 < result["udcg@3"].min[0] <= result["udcg@3"].expected[0] <= result["udcg@3"].max[0] < 1
