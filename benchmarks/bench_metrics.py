@@ -6,13 +6,19 @@ with grades 1–3. steadyrank computes the full tie-aware pass (expected, min, m
 PROC) of ndcg@10, mrr@10, map@10, recall@10; pytrec_eval and ranx compute the same four
 tie-oblivious values; the TRM reference runs on the first ``--reference-queries`` queries and is
 scaled to Q. Peak memory is the tracemalloc peak during steadyrank's array pass over the size of
-its input arrays. Run: ``python benchmarks/bench_metrics.py [--queries 10000 --candidates 1000]``.
+its input arrays. The floor is one numpy ``argpartition`` of the score matrix at the largest cutoff
+(the least any top-K evaluation must do); it and steadyrank's array pass run interleaved
+``--rounds`` times in the same process, and the medians and their ratio are reported (the box is
+shared: a ratio within one process is what compares). Run:
+``python benchmarks/bench_metrics.py [--queries 10000 --candidates 1000] [--rounds 15]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import statistics
+import time
 import tracemalloc
 
 import numpy as np
@@ -54,11 +60,29 @@ def as_dicts(scores, grades, n_queries):
     return run, qrels
 
 
+def floor_and_engine(scores, grades, judged, rounds: int) -> dict:
+    """The argpartition floor and the array pass, interleaved ``rounds`` times: medians and ratio (seconds)."""
+    kmax = max(int(m.split("@")[1]) for m in MEASURES)
+    width = scores.shape[1]
+    floor, engine = [], []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        np.argpartition(scores, width - kmax, axis=1)
+        floor.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        evaluate_arrays(scores, grades, judged, MEASURES)
+        engine.append(time.perf_counter() - start)
+    f, e = statistics.median(floor), statistics.median(engine)
+    return {"rounds": rounds, "floor_median_s": f, "engine_median_s": e, "engine_over_floor": e / f,
+            "engine_over_floor_per_round_median": statistics.median(b / a for a, b in zip(floor, engine, strict=True))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--candidates", type=int, default=1_000)
     parser.add_argument("--reference-queries", type=int, default=1_000)
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved floor/engine rounds (medians)")
     parser.add_argument("--out", default=None, help="also write the JSON (with its provenance) here")
     parser.add_argument("--json", action="store_true", help="table to stderr, only JSON on stdout")
     args = parser.parse_args()
@@ -73,6 +97,7 @@ def main() -> None:
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     arrays_s, result = timed(lambda: evaluate_arrays(scores, grades, judged, MEASURES), repeat=2)
+    floor = floor_and_engine(scores, grades, judged, args.rounds)
 
     run, qrels = as_dicts(scores, grades, args.queries)
     dicts_s, by_dict = timed(lambda: evaluate(run, qrels, MEASURES))
@@ -113,12 +138,17 @@ def main() -> None:
         "ratios": {"steadyrank_arrays/pytrec_eval": arrays_s / pytrec_s, "steadyrank_arrays/ranx": arrays_s / ranx_s,
                    "trm_reference/steadyrank_arrays": ref_scaled / arrays_s,
                    "steadyrank_dicts/pytrec_eval": dicts_s / pytrec_s},
+        "argpartition_floor": floor,
         "peak_memory_over_input": peak / input_bytes,
         "max_abs_diff_expected_vs_trm_reference": float(agreement),
         "summary": {m: {k: result.summary[m][k] for k in ("expected", "min", "max", "range", "oblivious", "bias")}
                     for m in MEASURES},
     }
     rows = [
+        [f"numpy argpartition floor (median of {args.rounds})", floor["floor_median_s"],
+         floor["floor_median_s"] / floor["engine_median_s"]],
+        [f"steadyrank (arrays; median of {args.rounds}, interleaved with the floor: "
+         f"{floor['engine_over_floor']:.2f}x it)", floor["engine_median_s"], floor["engine_median_s"] / arrays_s],
         ["steadyrank (arrays, tie-aware: E/min/max/obl/PROC)", arrays_s, 1.0],
         ["steadyrank (dicts, same)", dicts_s, dicts_s / arrays_s],
         ["pytrec_eval (oblivious only)", pytrec_s, pytrec_s / arrays_s],

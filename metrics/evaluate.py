@@ -14,12 +14,18 @@ import numpy as np
 
 from steadyrank.metrics.aggregate import macro_mean
 from steadyrank.metrics.engine import STATS, Batch, TieBreak, evaluate_batch
+from steadyrank.metrics.labels import LABEL_DEFAULTS, ItemLabels, label_arrays
 from steadyrank.metrics.measures import Measure, parse_measures
+from steadyrank.metrics.params import MetricParams
 from steadyrank.metrics.ties import as_scores
 
 Run = Mapping[str, Mapping[str, float]]
 Qrels = Mapping[str, Mapping[str, float]]
+#: Queries built into one padded batch from dictionaries (a (Q, W) float64 matrix per attribute).
 CHUNK_QUERIES = 1024
+#: Compact items (queries × cutoff) the engine's second stage works on at once for padded arrays,
+#: which it reads as views: large enough that per-call overhead vanishes, small enough for the cache.
+CHUNK_ITEMS = 1 << 18
 
 
 @dataclass
@@ -34,8 +40,9 @@ class QueryStats:
 
     @property
     def range(self) -> np.ndarray:
-        """max − min: how far the tie order alone can move the metric."""
-        return self.max - self.min
+        """max − min: how far the tie order alone can move the metric (≥ 0: a rounding difference of
+        two sums of the same values in different orders is not a negative range)."""
+        return np.maximum(self.max - self.min, 0.0)
 
     @property
     def bias(self) -> np.ndarray:
@@ -124,6 +131,11 @@ def _rubric_grades(
     return remap(grades), remap(judged)
 
 
+def _unjudged_rubric(rubric_map: Mapping[float, float] | None) -> float:
+    """The rubric grade of an unjudged candidate (grade 0): the map's key 0, else 0."""
+    return float(rubric_map.get(0, 0)) if rubric_map is not None else 0.0
+
+
 def build_batch(
     run: Run,
     qrels: Qrels,
@@ -131,6 +143,7 @@ def build_batch(
     *,
     rubric_map: Mapping[float, float] | None = None,
     with_docid_rank: bool = False,
+    labels: ItemLabels | None = None,
 ) -> Batch:
     """Padded arrays for ``query_ids`` (each in both run and qrels).
 
@@ -143,6 +156,8 @@ def build_batch(
     grades = np.zeros(scores.shape)
     docid_rank = np.full(scores.shape, np.iinfo(np.int64).max, dtype=np.int64) if with_docid_rank else None
     judged_pools: list[np.ndarray] = []
+    candidate_ids: list[list[str]] = []
+    judged_ids: list[list[str]] = []
     for i, qid in enumerate(query_ids):
         candidates = run[qid]
         judgments = qrels[qid]
@@ -153,12 +168,19 @@ def build_batch(
             raise ValueError(f"query {qid}: {exc}") from None
         grades[i, : len(docids)] = [judgments.get(d, 0) for d in docids]
         judged_pools.append(np.fromiter(judgments.values(), dtype=np.float64, count=len(judgments)))
+        candidate_ids.append(docids)
+        judged_ids.append(list(judgments))
         if docid_rank is not None:
             order = np.argsort(np.array(docids, dtype=object), kind="stable")
             docid_rank[i, order] = np.arange(len(docids))[::-1]
     judged = _judged_matrix(judged_pools)
     rubric, judged_rubric = _rubric_grades(grades, judged, rubric_map)
-    return Batch(scores, grades, rubric, judged, judged_rubric, docid_rank)
+    n_valid = np.array([len(run[q]) for q in query_ids], dtype=np.int64)
+    per_candidate, per_judged = ({}, {}) if labels is None else label_arrays(
+        labels, query_ids, candidate_ids, judged_ids, rubric, judged_rubric)
+    return Batch(scores, grades, rubric, judged, judged_rubric, docid_rank, n_valid=n_valid,
+                 unjudged_rubric=_unjudged_rubric(rubric_map), labels=per_candidate,
+                 label_defaults={name: LABEL_DEFAULTS[name] for name in per_candidate}, judged_labels=per_judged)
 
 
 def evaluate(
@@ -170,12 +192,16 @@ def evaluate(
     tie_break: TieBreak = "input",
     gmax: float | None = None,
     rubric_map: Mapping[float, float] | None = None,
+    params: MetricParams | None = None,
+    labels: ItemLabels | None = None,
 ) -> Evaluation:
     """Tie-aware evaluation of ``run`` against ``qrels`` for every measure (e.g. ``"ndcg@10"``).
 
     ``rel_level``: binary relevance is ``grade >= rel_level``. ``tie_break``: the order used for
     the tie-oblivious value (``input`` = the run's own order, ``docid`` = trec_eval's docid
     descending). ``gmax``: ERR's maximum grade (default: the largest grade in the data).
+    ``params``: RA-nWG's α and caps, novelty's β, UDCG's λ. ``labels``: document sources
+    (``ra_nwg_novelty``) and utility/distraction labels (``udcg``).
     """
     parsed = parse_measures(list(measures))
     query_ids = [q for q in run if q in qrels]
@@ -184,9 +210,10 @@ def evaluate(
 
     def chunk(begin: int, end: int) -> Batch:
         return build_batch(run, qrels, query_ids[begin:end], rubric_map=rubric_map,
-                           with_docid_rank=tie_break == "docid")
+                           with_docid_rank=tie_break == "docid", labels=labels)
 
-    return _evaluate_chunks(chunk, query_ids, parsed, rel_level=rel_level, gmax=gmax, tie_break=tie_break)
+    return _evaluate_chunks(chunk, query_ids, parsed, CHUNK_QUERIES, rel_level=rel_level, gmax=gmax,
+                            tie_break=tie_break, params=params)
 
 
 def evaluate_arrays(
@@ -200,6 +227,7 @@ def evaluate_arrays(
     gmax: float | None = None,
     rubric_map: Mapping[float, float] | None = None,
     query_ids: Sequence[str] | None = None,
+    params: MetricParams | None = None,
 ) -> Evaluation:
     """Tie-aware evaluation of padded arrays, without building dictionaries.
 
@@ -227,11 +255,8 @@ def evaluate_arrays(
     def chunk(begin: int, end: int) -> Batch:
         chunk_scores = scores[begin:end].astype(score_dtype, copy=False)
         chunk_grades = grades[begin:end]
-        if full_rows:  # no padding: no copies, validity straight from the scores
-            valid = np.isfinite(chunk_scores)
-            if not valid.all():
-                raise ValueError("scores must be finite (NaN or inf found)")
-        else:
+        valid = None  # full rows: every candidate is real (the engine checks the scores are finite)
+        if not full_rows:
             valid = np.arange(width)[None, :] < lengths[begin:end, None]
             if not np.isfinite(chunk_scores[valid]).all():
                 raise ValueError("scores must be finite (NaN or inf found)")
@@ -239,25 +264,31 @@ def evaluate_arrays(
             chunk_grades = np.where(valid, chunk_grades, 0)
         chunk_judged = judged[begin:end].astype(np.float64)
         rubric, judged_rubric = _rubric_grades(chunk_grades, chunk_judged, rubric_map)
-        return Batch(chunk_scores, chunk_grades, rubric, chunk_judged, judged_rubric, valid=valid)
+        return Batch(chunk_scores, chunk_grades, rubric, chunk_judged, judged_rubric, valid=valid,
+                     n_valid=lengths[begin:end], unjudged_rubric=_unjudged_rubric(rubric_map), require_finite=full_rows)
 
-    return _evaluate_chunks(chunk, ids, parsed, rel_level=rel_level, gmax=gmax, tie_break="input")
+    kmax = max(m.k for m in parsed)
+    rows_per_chunk = max(CHUNK_QUERIES, CHUNK_ITEMS // kmax)
+    return _evaluate_chunks(chunk, ids, parsed, rows_per_chunk, rel_level=rel_level, gmax=gmax, tie_break="input",
+                            params=params)
 
 
 def _evaluate_chunks(
     make_batch: Callable[[int, int], Batch],
     query_ids: Sequence[str],
     measures: list[Measure],
+    rows_per_chunk: int,
     *,
     rel_level: float,
     gmax: float,
     tie_break: TieBreak,
+    params: MetricParams | None,
 ) -> Evaluation:
-    """Evaluate ``make_batch(begin, end)`` for consecutive chunks of CHUNK_QUERIES queries."""
+    """Evaluate ``make_batch(begin, end)`` for consecutive chunks of ``rows_per_chunk`` queries."""
     columns: dict[Measure, dict[str, list[np.ndarray]]] = {m: {s: [] for s in STATS} for m in measures}
-    for begin in range(0, len(query_ids), CHUNK_QUERIES):
-        batch = make_batch(begin, min(begin + CHUNK_QUERIES, len(query_ids)))
-        result = evaluate_batch(batch, measures, rel_level=rel_level, gmax=gmax, tie_break=tie_break)
+    for begin in range(0, len(query_ids), rows_per_chunk):
+        batch = make_batch(begin, min(begin + rows_per_chunk, len(query_ids)))
+        result = evaluate_batch(batch, measures, rel_level=rel_level, gmax=gmax, tie_break=tie_break, params=params)
         for measure, per_stat in result.items():
             for stat, values in per_stat.items():
                 columns[measure][stat].append(values)

@@ -16,8 +16,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from steadyrank.metrics.combinatorics import binomial, binomial_ratio, log_factorials
 from steadyrank.metrics.layout import Layout
-from steadyrank.metrics.values import ItemValue, gather
+from steadyrank.metrics.values import ItemValue, gather, running_sum
 
 
 def log_discounts(kmax: int) -> np.ndarray:
@@ -31,10 +32,10 @@ def expected_positional(layout: Layout, values: ItemValue, weights: np.ndarray |
     Each position's expected value is the mean of its group, ``mean_{i∈G} value_i``, so
     ``E[Hits@k] = Σ_n t_n r_n / |G_n|`` and ``E[DCG@k] = Σ_n mean_G f(g) Σ_{r in G, r ≤ k} 1/log2(r+1)``.
     """
-    means = layout.group_sums(values) / layout.size
+    means = layout.group_means(values)
     if weights is not None:
         means = means * weights[None, :]
-    return np.cumsum(means, axis=1)
+    return running_sum(means)
 
 
 def expected_reciprocal_rank(layout: Layout, relevant: ItemValue) -> np.ndarray:
@@ -43,9 +44,12 @@ def expected_reciprocal_rank(layout: Layout, relevant: ItemValue) -> np.ndarray:
     ``E = Σ_{t=0}^{u} 1/(c+t+1) · [C(m−r,t)/C(m,t)] · r/(m−t)``, ``u = min(m−1, k−c−1)``; 0 if k ≤ c.
     The bracket is the chance that the t items ranked first in G are all non-relevant.
     """
-    n_queries: int
-    kmax: int
-    n_queries, kmax = layout.ranked.shape
+    n_queries: int = layout.group_start.shape[0]
+    kmax = layout.kmax
+    if layout.singleton:  # RR of a fixed order: 1/r at the first relevant rank r, from there on
+        hit = (layout.values(relevant) > 0).astype(np.float64)
+        first = hit * (running_sum(hit) == 1)  # the first relevant rank, as an indicator
+        return running_sum(first / np.arange(1, kmax + 1)[None, :])
     group_relevant = layout.group_sums(relevant)
     has_relevant = group_relevant > 0
     found: npt.NDArray[np.bool_] = np.any(has_relevant, axis=1)
@@ -60,7 +64,7 @@ def expected_reciprocal_rank(layout: Layout, relevant: ItemValue) -> np.ndarray:
         none_before = np.ones((n_queries, kmax))
         none_before[:, 1:] = np.cumprod(step[:, :-1], axis=1)
         first_here = np.where(offsets < m, none_before * r / (m - offsets), 0.0)
-    cumulative = np.cumsum(first_here / (c + offsets + 1), axis=1)
+    cumulative = running_sum(first_here / (c + offsets + 1))
 
     cutoffs = offsets + 1
     last_offset = np.minimum(m - 1, cutoffs - c - 1).astype(np.int64)
@@ -75,8 +79,12 @@ def expected_average_precision(layout: Layout, relevant: ItemValue, n_relevant: 
     of relevant items up to it is ``R_before + 1 + t·(r−1)/(m−1)``, so
     ``E = (1/N+) Σ_n Σ_{t<t_n} (r/m) · (R_before + 1 + t·(r−1)/(m−1)) / (c+t+1)``.
     """
-    kmax: int = layout.ranked.shape[1]
+    kmax = layout.kmax
     positions = np.arange(kmax)[None, :]
+    if layout.singleton:  # AP of a fixed order: precision at each relevant rank
+        rel = layout.values(relevant)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return running_sum(rel * running_sum(rel) / (positions + 1)) / n_relevant[:, None]
     r = layout.group_sums(relevant)
     m = layout.size
     offset = positions - layout.start
@@ -84,19 +92,7 @@ def expected_average_precision(layout: Layout, relevant: ItemValue, n_relevant: 
         others = np.where(m > 1, (r - 1) / (m - 1), 0.0)
     precision_term = (r / m) * (layout.sum_before_group(relevant) + 1 + offset * others) / (positions + 1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.cumsum(precision_term, axis=1) / n_relevant[:, None]
-
-
-def _log_factorials(n_max: int) -> np.ndarray:
-    return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n_max + 1)))])
-
-
-def _binomial(log_fact: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """C(n, k) elementwise for integer arrays, 0 outside 0 ≤ k ≤ n."""
-    ok = (k >= 0) & (k <= n)
-    n_safe = np.where(ok, n, 0).astype(np.int64)
-    k_safe = np.where(ok, k, 0).astype(np.int64)
-    return np.where(ok, np.exp(log_fact[n_safe] - log_fact[k_safe] - log_fact[n_safe - k_safe]), 0.0)
+        return running_sum(precision_term) / n_relevant[:, None]
 
 
 def expected_err(layout: Layout, stop_probability: ItemValue, classes: list[tuple[float, ItemValue]]) -> np.ndarray:
@@ -112,8 +108,13 @@ def expected_err(layout: Layout, stop_probability: ItemValue, classes: list[tupl
     ``e_j = Σ_l a_l C(n0, j−l)`` where ``a_l`` are the coefficients of
     ``Π_c (1 + (1−R_c) z)^{n_c − [c = class of x]}`` (a short polynomial: the relevant items in G).
     """
-    kmax: int = layout.ranked.shape[1]
+    kmax = layout.kmax
     positions = np.arange(kmax)[None, :]
+    if layout.singleton:  # ERR of a fixed order, term by term
+        stop = layout.values(stop_probability)
+        going = np.ones(stop.shape)
+        going[:, 1:] = np.cumprod(1.0 - stop[:, :-1], axis=1)
+        return running_sum(going * stop / (positions + 1))
     before = np.exp(layout.sum_before_group(stop_probability.map(lambda r: np.log1p(-r))))
     counts = [layout.group_sums(indicator) for _, indicator in classes]
     n_relevant_in_group = np.sum(counts, axis=0) if counts else np.zeros(layout.size.shape)
@@ -126,8 +127,8 @@ def expected_err(layout: Layout, stop_probability: ItemValue, classes: list[tupl
     class_counts = [c[active].astype(np.int64) for c in counts]
     n_zero = m - np.sum(class_counts, axis=0)
     degree = int(min(np.max(np.sum(class_counts, axis=0)) - 1, kmax - 1))
-    log_fact = _log_factorials(int(m.max()))
-    subset_count = _binomial(log_fact, m - 1, offset)
+    log_fact = log_factorials(int(m.max()))
+    subset_count = binomial(log_fact, m - 1, offset)
     degrees = np.arange(degree + 1)[:, None]
 
     within = np.zeros(m.shape)
@@ -136,11 +137,38 @@ def expected_err(layout: Layout, stop_probability: ItemValue, classes: list[tupl
         coefficients[0] = 1.0
         for c_index, (c_probability, _) in enumerate(classes):
             n_c = class_counts[c_index] - (c_index == x_index)
-            factor = _binomial(log_fact, n_c[None, :], degrees) * (1.0 - c_probability) ** degrees
+            factor = binomial(log_fact, n_c[None, :], degrees) * (1.0 - c_probability) ** degrees
             coefficients = np.stack(
                 [(coefficients[: d + 1] * factor[d::-1]).sum(axis=0) for d in range(degree + 1)]
             )
-        e_j = (coefficients * _binomial(log_fact, n_zero[None, :], offset[None, :] - degrees)).sum(axis=0)
+        e_j = (coefficients * binomial(log_fact, n_zero[None, :], offset[None, :] - degrees)).sum(axis=0)
         within += class_counts[x_index] * x_probability * e_j
     contribution[active] = within / (m * subset_count)
-    return np.cumsum(before * contribution / (positions + 1), axis=1)
+    return running_sum(before * contribution / (positions + 1))
+
+
+def expected_hit(layout: Layout, relevant: ItemValue, n_relevant: np.ndarray) -> np.ndarray:
+    """E[Hit@k] = P(#relevant in top k ≥ N+) for every k: (Q, K) (1 when the whole gold set is in).
+
+    At cutoff k only the group G of rank k is uncertain: ``R_before`` relevant items rank before it
+    and t = k − c of its m items (``r_G`` relevant) enter the top k, a uniform t-subset, so the
+    relevant ones among them are hypergeometric:
+    ``E = Σ_{j ≥ N+ − R_before} C(r_G, j) C(m − r_G, t − j) / C(m, t)``. With ``rel_level ≥ 1`` every
+    relevant candidate is judged, so only ``j = r_G`` can reach N+: ``C(m − r_G, t − r_G) / C(m, t)``.
+    """
+    kmax = layout.kmax
+    before = layout.sum_before_group(relevant)
+    need = n_relevant[:, None] - before
+    r = layout.group_sums(relevant)
+    if layout.singleton:
+        return (r >= need).astype(np.float64)
+    m = layout.size
+    t = np.arange(1, kmax + 1)[None, :] - layout.start
+    low = np.maximum(need, 0)
+    high = np.minimum(r, t)
+    log_fact = log_factorials(int(m.max(initial=0)))
+    out = np.zeros(m.shape)
+    for extra in range(int(np.max(high - low, initial=-1)) + 1):
+        j = low + extra
+        out += np.where(j <= high, binomial(log_fact, r, j) * binomial_ratio(log_fact, m - r, t - j, m, t), 0.0)
+    return out

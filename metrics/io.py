@@ -222,3 +222,99 @@ def read_beir(folder: str | os.PathLike[str], split: str = "test", *, strict: bo
     corpus, skipped = read_beir_corpus_skipping_empty(folder / "corpus.jsonl", strict=strict)
     return BeirData(corpus, read_beir_queries(folder / "queries.jsonl"), read_qrels(folder / "qrels" / f"{split}.tsv"),
                     skipped)
+
+
+def _is_jsonl(path: str | os.PathLike[str]) -> bool:
+    return Path(path).suffix.lower() in (".jsonl", ".ndjson")
+
+
+def _field(path: str | os.PathLike[str], line: int, record: Mapping[str, Any], *names: str) -> str:
+    for name in names:
+        if name in record and record[name] is not None:
+            return str(record[name])
+    raise FormatError(path, line, f"missing field {names[0]!r}")
+
+
+def read_sources(path: str | os.PathLike[str]) -> dict[str, str]:
+    """``{docid: source}``: lines ``docid source`` (the rest of the line is the source or facet), or
+    JSONL ``{"docid", "source"}`` (``facet`` also accepted). A docid given twice is an error."""
+    sources: dict[str, str] = {}
+    if _is_jsonl(path):
+        entries: Iterable[tuple[int, str, str]] = (
+            (line, _field(path, line, r, "docid", "_id", "id"), _field(path, line, r, "source", "facet"))
+            for line, r in read_jsonl(path))
+    else:
+        entries = ((line, fields[0], " ".join(fields[1:])) for line, fields in _lines(path))
+    for line, docid, source in entries:
+        if not source:
+            raise FormatError(path, line, f"no source for document {docid!r}: expected 'docid source'")
+        if docid in sources:
+            raise FormatError(path, line, f"document {docid!r} is given a source twice")
+        sources[docid] = source
+    return sources
+
+
+def _unit(path: str | os.PathLike[str], line: int, value: object, what: str) -> float | None:
+    """A label in [0, 1]; ``-``, empty or null = not given."""
+    if value is None or value in ("-", ""):
+        return None
+    number = _number(path, line, str(value), what)
+    if not 0.0 <= number <= 1.0:
+        raise FormatError(path, line, f"{what} {number:g} is outside [0, 1]")
+    return number
+
+
+def read_udcg_labels(path: str | os.PathLike[str]) -> tuple[Qrels, Qrels]:
+    """``(utility, distraction)``, each ``{qid: {docid: value in [0, 1]}}``: lines
+    ``qid docid utility distraction`` (``-`` where one is not given) or JSONL
+    ``{"qid", "docid", "utility"?, "distraction"?}``."""
+    utility: Qrels = {}
+    distraction: Qrels = {}
+    if _is_jsonl(path):
+        rows: Iterable[tuple[int, str, str, object, object]] = (
+            (line, _field(path, line, r, "qid", "query-id"), _field(path, line, r, "docid", "corpus-id"),
+             r.get("utility"), r.get("distraction")) for line, r in read_jsonl(path))
+    else:
+        def split(line: int, fields: list[str]) -> tuple[int, str, str, object, object]:
+            if len(fields) != 4:
+                raise FormatError(path, line, f"expected 'qid docid utility distraction', got {len(fields)} fields")
+            return line, fields[0], fields[1], fields[2], fields[3]
+
+        rows = (split(line, fields) for line, fields in _lines(path))
+    for line, qid, docid, u, d in rows:
+        if docid in utility.get(qid, {}) or docid in distraction.get(qid, {}):
+            raise FormatError(path, line, f"document {docid!r} of query {qid!r} is labelled twice")
+        for table, value, what in ((utility, u, "utility"), (distraction, d, "distraction")):
+            number = _unit(path, line, value, what)
+            if number is not None:
+                table.setdefault(qid, {})[docid] = number
+    return utility, distraction
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "correct"), ("0", "false", "no", "wrong", "incorrect")
+
+
+def read_answers(path: str | os.PathLike[str]) -> dict[str, bool]:
+    """``{qid: answer correct?}``: lines ``qid correct`` (1/0, true/false, yes/no) or JSONL
+    ``{"qid", "correct"}``. A query given twice is an error."""
+    answers: dict[str, bool] = {}
+    if _is_jsonl(path):
+        rows: Iterable[tuple[int, str, object]] = (
+            (line, _field(path, line, r, "qid", "query-id", "_id"), r.get("correct")) for line, r in read_jsonl(path))
+    else:
+        def split(line: int, fields: list[str]) -> tuple[int, str, object]:
+            if len(fields) != 2:
+                raise FormatError(path, line, f"expected 'qid correct', got {len(fields)} fields")
+            return line, fields[0], fields[1]
+
+        rows = (split(line, fields) for line, fields in _lines(path))
+    for line, qid, value in rows:
+        text = str(value).strip().lower()
+        if isinstance(value, bool) or text in _TRUE + _FALSE:
+            correct = value if isinstance(value, bool) else text in _TRUE
+        else:
+            raise FormatError(path, line, f"correct is {value!r}: expected 1/0, true/false or yes/no")
+        if qid in answers:
+            raise FormatError(path, line, f"query {qid!r} is given twice")
+        answers[qid] = correct
+    return answers

@@ -1,193 +1,117 @@
-"""Ranked top-K positions of a padded batch of queries, shared by every metric and cutoff.
+"""Ranked positions of a compact batch and their tie groups, shared by every metric and cutoff.
 
-A batch is a ``(Q, W)`` float64 score matrix, one row per query, padded with ``-inf`` (pads carry
-value 0 in every metric). ``K`` is the largest cutoff asked for and ``W >= K``.
-
-One partial sort (``argpartition``, O(W) per row) finds the K-th largest score ``v``. Every item
-scoring above ``v`` is inside the top K and every tie group above ``v`` is complete there; the
-only group that may reach past position K is the *boundary group* (score == v), whose members are
-gathered once into a compact ``(Q, M)`` index matrix. A :class:`Layout` then describes, for each of
-the K positions, which group it belongs to: its start ``c`` (items ranked before the group), its
-end inside the slice and its full size ``|G|`` — enough for every closed form in ``formulas``.
-
-A fixed order (tie-oblivious, best case, worst case) is a layout of singleton groups, so the same
-formulas give its exact metric value.
+A :class:`Layout` describes, for each of the K ranked positions of every query, the group it
+belongs to: its start ``c`` (items ranked before the group), its end and its full size ``|G|`` —
+enough for every closed form in :mod:`steadyrank.metrics.formulas`. The tie-aware layout ranks a
+compact row (:mod:`steadyrank.metrics.compact`) by score, so the group at position K is complete
+wherever its members differ in value. A fixed order (tie-oblivious, best case, worst case, PROC)
+is a layout of singleton groups, so the same formulas give its exact metric value; they take
+their shortcuts when ``singleton`` is set.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from steadyrank.metrics.values import ItemValue, gather
-
-#: A tie-break: column indices (Q, n) → sort keys (Q, n), smaller first.
-KeyAt = Callable[[np.ndarray], np.ndarray]
+from steadyrank.metrics.values import ItemGrid, ItemValue, gather, running_sum
 
 
-def smallest_sorted(keys: np.ndarray, k: int) -> np.ndarray:
-    """Column indices of the ``k`` smallest keys of each row, in ascending key order.
+def largest_sorted(values: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` largest values of each row, in descending order (fewer where the row is shorter).
 
-    O(W + k log k) per row: ``argpartition`` then a sort of the k selected keys.
+    O(W + k log k) per row: a partition, then a sort of the k selected values (values only: no
+    index sort, which costs several times more along short rows).
     """
-    width: int = keys.shape[1]
+    width: int = values.shape[1]
     k = min(k, width)
-    if k < width:
-        part = np.argpartition(keys, k - 1, axis=1)[:, :k]
-    else:
-        part = np.tile(np.arange(width), (keys.shape[0], 1))
-    order = np.argsort(gather(keys, part), axis=1, kind="stable")
-    return gather(part, order)
-
-
-@dataclass(frozen=True)
-class PartialSort:
-    """The top-K split of a batch: items above the K-th score, and the boundary group at it."""
-
-    scores: np.ndarray  # (Q, W) float64, pads -inf
-    kmax: int
-    top: np.ndarray  # (Q, K) column indices of the K largest scores (unordered)
-    inner: np.ndarray  # (Q, K) bool: top[.] scores strictly above the K-th largest score
-    inner_count: np.ndarray  # (Q,) a = items strictly above the K-th largest score
-    boundary_cols: np.ndarray  # (Q, M) column indices of the boundary group, -1 padded
-    boundary_count: np.ndarray  # (Q,) |boundary group| (full, may exceed K - a)
-
-    @classmethod
-    def of(cls, scores: np.ndarray, kmax: int) -> PartialSort:
-        width: int = scores.shape[1]
-        if width < kmax:
-            raise ValueError(f"batch width {width} is below the largest cutoff {kmax}")
-        if kmax < width:
-            top = np.argpartition(scores, width - kmax, axis=1)[:, width - kmax :]
-        else:
-            top = np.tile(np.arange(width), (scores.shape[0], 1))
-        top_scores = gather(scores, top)
-        kth = top_scores.min(axis=1)
-        inner = top_scores > kth[:, None]
-        in_boundary = scores == kth[:, None]
-        boundary_cols = compact_columns(in_boundary)
-        return cls(scores, kmax, top, inner, inner.sum(axis=1), boundary_cols, (boundary_cols >= 0).sum(axis=1))
-
-    def boundary_sum(self, value: ItemValue) -> np.ndarray:
-        """Σ of ``value`` over each row's full boundary group, shape (Q,)."""
-        gathered = value.at(np.maximum(self.boundary_cols, 0))
-        return np.where(self.boundary_cols >= 0, gathered, 0.0).sum(axis=1)
-
-    def fixed_order(self, key_at: KeyAt | None = None) -> np.ndarray:
-        """Column indices of the top K under score desc, then a tie-break: shape (Q, K).
-
-        ``key_at`` maps columns to tie-break keys, smaller first (``-value.at`` for a metric's
-        best case, ``value.at`` for its worst, trec_eval's docid rank); ``None`` keeps the input
-        order. Only the inner items and the boundary group's members are read, so the cost is
-        O(M + K log K) per row.
-        """
-
-        def keys_at(cols: np.ndarray) -> np.ndarray:
-            return cols.astype(np.float64) if key_at is None else key_at(cols)
-
-        top_scores = gather(self.scores, self.top)
-        inner_order = np.lexsort((keys_at(self.top), -top_scores, ~self.inner), axis=1)
-        inner_sorted = gather(self.top, inner_order)
-
-        safe_cols = np.maximum(self.boundary_cols, 0)
-        boundary_keys = np.where(self.boundary_cols >= 0, keys_at(safe_cols), np.inf)
-        chosen = smallest_sorted(boundary_keys, self.kmax)
-        boundary_sorted = gather(safe_cols, chosen)
-
-        positions = np.arange(self.kmax)[None, :]
-        a = self.inner_count[:, None]
-        merged = np.concatenate([inner_sorted, boundary_sorted], axis=1)
-        return gather(merged, np.where(positions < a, positions, self.kmax + positions - a))
-
-
-def compact_columns(mask: np.ndarray, min_width: int = 1) -> np.ndarray:
-    """The True columns of each row of ``mask``, left-aligned in a (Q, N) matrix padded with -1."""
-    rows, cols = np.nonzero(mask)
-    counts = np.bincount(rows, minlength=mask.shape[0])
-    out = np.full((mask.shape[0], max(int(counts.max(initial=0)), min_width)), -1, dtype=np.int64)
-    out[rows, np.arange(rows.size) - (np.cumsum(counts) - counts)[rows]] = cols
-    return out
-
-
-def best_order(value: ItemValue, candidates: np.ndarray, candidate_mask: np.ndarray, kmax: int,
-               descending: bool = True) -> np.ndarray:
-    """Columns of the ``kmax`` valid items with the largest (or smallest) values, sorted: (Q, K).
-
-    This is the order of PROC (the best ordering of the whole candidate pool). For a descending
-    order of non-negative values only ``candidates`` — a compact (Q, N) superset of the items
-    with a non-zero value (the judged ones), -1 padded, with its (Q, W) ``candidate_mask`` —
-    need sorting; the remaining positions take a column outside the superset, whose value is 0.
-    """
-    if not descending:
-        return smallest_sorted(np.where(value.valid, value.full(), np.inf), kmax)
-    safe = np.maximum(candidates, 0)
-    keys = np.where(candidates >= 0, value.at(safe), -np.inf)
-    order = np.argsort(-keys, axis=1, kind="stable")[:, :kmax]
-    ranked = gather(candidates, order)
-    if ranked.shape[1] < kmax:
-        ranked = np.pad(ranked, ((0, 0), (0, kmax - ranked.shape[1])), constant_values=-1)
-    width = min(candidates.shape[1] + 1, candidate_mask.shape[1])
-    filler = np.argmin(candidate_mask[:, :width], axis=1)  # among N + 1 columns one is outside
-    return np.where(ranked >= 0, ranked, filler[:, None])
+    chosen = np.partition(values, width - k, axis=1)[:, width - k :] if k < width else values
+    return np.sort(chosen, axis=1)[:, ::-1]
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Group structure of the K ranked positions of each query.
+    """Group structure of the ranked positions of each query.
 
-    ``ranked`` lists the columns at positions 0..K-1 (any order consistent with the groups);
-    position p lies in a group starting at ``start[p]`` (= c, items ranked before it) and ending
-    at ``end[p]`` inside the slice, whose full size is ``size[p]`` (larger than ``end - start``
-    only for the boundary group). ``boundary`` marks positions of the boundary group.
+    ``ranked`` (Q, N ≥ K) lists the grid columns by rank (any order consistent with the groups;
+    ``None``: the grid's own column order);
+    position j lies in a group starting at ``group_start[j]`` (items ranked before it) and ending
+    at ``group_end[j]`` (exclusive). ``start``, ``end`` and ``size`` are those of the first K positions.
     """
 
-    ranked: np.ndarray  # (Q, K) int
-    start: np.ndarray  # (Q, K) int
-    end: np.ndarray  # (Q, K) int, exclusive
-    size: np.ndarray  # (Q, K) float
-    partial: PartialSort | None = None
-    boundary: np.ndarray | None = None  # (Q, K) bool
+    grid: ItemGrid
+    ranked: np.ndarray | None  # (Q, N) int
+    group_start: np.ndarray  # (Q, N) int
+    group_end: np.ndarray  # (Q, N) int
+    kmax: int
+    singleton: bool = False
 
     @classmethod
-    def fixed(cls, ranked: np.ndarray) -> Layout:
-        """A fixed order: every position is its own group."""
-        kmax: int = ranked.shape[1]
-        positions = np.broadcast_to(np.arange(kmax), ranked.shape)
-        return cls(ranked, positions, positions + 1, np.ones(ranked.shape))
+    def fixed(cls, grid: ItemGrid, ranked: np.ndarray | None, kmax: int) -> Layout:
+        """A fixed order of the first ``kmax`` columns of ``ranked`` (or of the grid): singleton groups."""
+        positions = np.broadcast_to(np.arange(kmax), (grid.n_rows, kmax))
+        return cls(grid, None if ranked is None else ranked[:, :kmax], positions, positions + 1, kmax, singleton=True)
 
     @classmethod
-    def tied(cls, partial: PartialSort, ranked: np.ndarray) -> Layout:
-        """The tie groups of ``ranked`` (which must be sorted by score descending)."""
-        sorted_scores = gather(partial.scores, ranked)
-        kmax: int = ranked.shape[1]
-        positions = np.broadcast_to(np.arange(kmax), ranked.shape)
-        new_group = np.ones(ranked.shape, dtype=bool)
+    def tied(cls, grid: ItemGrid, ranked: np.ndarray | None, sorted_scores: np.ndarray, kmax: int) -> Layout:
+        """The tie groups (runs of equal ``sorted_scores``, (Q, N)) of ``ranked``, cut at ``kmax`` positions."""
+        width: int = sorted_scores.shape[1]
+        positions = np.arange(width)[None, :]
+        new_group = np.ones(sorted_scores.shape, dtype=bool)
         new_group[:, 1:] = sorted_scores[:, 1:] != sorted_scores[:, :-1]
         start = np.maximum.accumulate(np.where(new_group, positions, 0), axis=1)
-        ends_here = np.ones(ranked.shape, dtype=bool)
+        ends_here = np.ones(sorted_scores.shape, dtype=bool)
         ends_here[:, :-1] = new_group[:, 1:]
-        end = np.flip(np.minimum.accumulate(np.flip(np.where(ends_here, positions + 1, kmax), axis=1), axis=1), axis=1)
-        boundary = sorted_scores == sorted_scores[:, -1:]
-        size = np.where(boundary, partial.boundary_count[:, None], end - start).astype(np.float64)
-        return cls(ranked, start, end, size, partial, boundary)
+        after = np.where(ends_here, positions + 1, width)
+        end = np.minimum.accumulate(after[:, ::-1], axis=1)[:, ::-1]
+        return cls(grid, ranked, start, end, kmax)
 
-    def prefix_sums(self, value: ItemValue) -> np.ndarray:
-        """Exclusive prefix sums of the ranked values: (Q, K + 1), entry p = Σ of positions < p."""
-        ranked = value.at(self.ranked)
-        out = np.zeros((ranked.shape[0], ranked.shape[1] + 1))
-        np.cumsum(ranked, axis=1, out=out[:, 1:])
-        return out
+    @property
+    def start(self) -> np.ndarray:
+        """Items ranked before the group of each of the first K positions: (Q, K)."""
+        return self.group_start[:, : self.kmax]
+
+    @property
+    def end(self) -> np.ndarray:
+        """End (exclusive) of the group of each of the first K positions: (Q, K)."""
+        return self.group_end[:, : self.kmax]
+
+    @property
+    def size(self) -> np.ndarray:
+        """Size of the group of each of the first K positions, float64: (Q, K)."""
+        return (self.end - self.start).astype(np.float64)
+
+    def values(self, value: ItemValue) -> np.ndarray:
+        """``value`` at the ranked positions: (Q, N)."""
+        if self.ranked is None:
+            width: int = self.group_start.shape[1]
+            return self.grid.values(value)[:, :width]
+        return self.grid.values(value, self.ranked)
+
+    def group_totals(self, ranked_values: np.ndarray) -> np.ndarray:
+        """Σ of per-position ``ranked_values`` (Q, N) over the group of each of the first K positions: (Q, K)."""
+        if self.singleton:
+            return ranked_values[:, : self.kmax]
+        prefix = _exclusive_cumsum(ranked_values)
+        return gather(prefix, self.end) - gather(prefix, self.start)
 
     def group_sums(self, value: ItemValue) -> np.ndarray:
         """Σ of ``value`` over the full group of each position: (Q, K)."""
-        prefix = self.prefix_sums(value)
-        sums = gather(prefix, self.end) - gather(prefix, self.start)
-        if self.partial is not None and self.boundary is not None:
-            sums = np.where(self.boundary, self.partial.boundary_sum(value)[:, None], sums)
-        return sums
+        return self.group_totals(self.values(value))
+
+    def group_means(self, value: ItemValue) -> np.ndarray:
+        """Mean of ``value`` over the group of each position (its expected value there): (Q, K)."""
+        return self.values(value)[:, : self.kmax] if self.singleton else self.group_sums(value) / self.size
 
     def sum_before_group(self, value: ItemValue) -> np.ndarray:
         """Σ of ``value`` over the items ranked before each position's group: (Q, K)."""
-        return gather(self.prefix_sums(value), self.start)
+        prefix = _exclusive_cumsum(self.values(value))
+        return prefix[:, : self.kmax] if self.singleton else gather(prefix, self.start)
+
+
+def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
+    """Exclusive prefix sums along rows: (Q, N + 1), entry j = Σ of entries < j."""
+    out = np.zeros((values.shape[0], values.shape[1] + 1))
+    out[:, 1:] = running_sum(values)
+    return out

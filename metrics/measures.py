@@ -10,7 +10,7 @@ on the 1–5 rubric.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -54,7 +54,7 @@ def parse_measure(text: str | Measure) -> Measure:
     return Measure(name, k)
 
 
-def parse_measures(texts: list[str | Measure] | tuple[str | Measure, ...]) -> list[Measure]:
+def parse_measures(texts: Sequence[str | Measure]) -> list[Measure]:
     """Parse several measures, dropping duplicates while keeping the given order."""
     if not texts:
         raise ValueError("no measures given")

@@ -23,12 +23,15 @@ import numpy as np
 from steadyrank.metrics.formulas import (
     expected_average_precision,
     expected_err,
+    expected_hit,
     expected_positional,
     expected_reciprocal_rank,
     log_discounts,
 )
-from steadyrank.metrics.layout import Layout, smallest_sorted
-from steadyrank.metrics.values import ItemValue, Transform, gather
+from steadyrank.metrics.layout import Layout, largest_sorted
+from steadyrank.metrics.novelty import SOURCE_LABEL, novelty_extreme, novelty_gain, novelty_ideal, novelty_values
+from steadyrank.metrics.udcg import DISTRACTION_LABEL, UTILITY_LABEL, expected_udcg, udcg_score
+from steadyrank.metrics.values import Items, ItemValue, Transform, gather, running_sum
 
 if TYPE_CHECKING:
     from steadyrank.metrics.engine import ItemContext
@@ -37,6 +40,9 @@ if TYPE_CHECKING:
 Assembly = Callable[["ItemContext", Layout, int], np.ndarray]
 #: (items, K) → bool, broadcastable to (Q, K): True where the metric is defined.
 Definedness = Callable[["ItemContext", int], np.ndarray]
+#: (items, tie-aware layout, best?) → the max (best) or min over tie orders (Q, K), for metrics whose
+#: extremes are not the layout sorted by one item value.
+Extreme = Callable[["ItemContext", Layout, bool], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,8 @@ class MetricDefinition:
     na_when: str
     lower_is_better: bool = False
     constants: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+    labels: tuple[str, ...] = ()  # item labels the metric reads (Batch.labels), beyond the grades
+    extreme: Extreme | None = None
 
 
 def _positive(grades: np.ndarray) -> np.ndarray:
@@ -74,8 +82,6 @@ def _cutoffs(kmax: int) -> np.ndarray:
 
 #: RA-nWG base utilities b_g on the 1–5 rubric (b2 = b1 = 0).
 RARITY_BASE = MappingProxyType({5: 1.0, 4: 0.5, 3: 0.1})
-#: RA-nWG weight caps relative to grade 5.
-RARITY_CAP = MappingProxyType({4: 1.0, 3: 0.25})
 #: RA-nWG weights when the judged pool has no grade-5 item.
 RARITY_FALLBACK = MappingProxyType({5: 1.0, 4: 1.0, 3: 0.2})
 
@@ -84,27 +90,30 @@ def pool_counts(items: ItemContext) -> dict[int, np.ndarray]:
     """n_g: judged items with rubric grade g (5, 4, 3) per query, float64 (Q,)."""
 
     def compute() -> dict[int, np.ndarray]:
-        pool = items.batch.judged_rubric
+        pool = items.judged_rubric
         return {g: (pool == g).sum(axis=1).astype(np.float64) for g in (5, 4, 3)}
 
     return items.cached("pool_counts", compute)
 
 
 def rarity_weights(items: ItemContext) -> dict[int, np.ndarray]:
-    """RA-nWG weights per query: r_g = b_g / p_g (α = 1), w5 = 1, w4 = min(r4/r5, 1), w3 = min(r3/r5, 0.25).
+    """RA-nWG weights per query: r_g = b_g / p_g^α, w5 = 1, w4 = min(r4/r5, cap4), w3 = min(r3/r5, cap3).
 
-    With p_g = n_g / N, r_g / r_5 = (b_g / b_5) · n_5 / n_g; no grade-5 item gives (1, 1, 0.2).
+    With p_g = n_g / N, r_g / r_5 = (b_g / b_5) · (n_5 / n_g)^α; no grade-5 item gives (1, 1, 0.2).
+    α, cap4 and cap3 come from :class:`~steadyrank.metrics.params.MetricParams` (1, 1.0, 0.25).
     """
 
     def compute() -> dict[int, np.ndarray]:
+        params = items.params
+        caps = {4: params.rarity_cap4, 3: params.rarity_cap3}
         counts = pool_counts(items)
         n5 = counts[5]
         weights = {5: np.ones_like(n5)}
         with np.errstate(divide="ignore", invalid="ignore"):
             for g in (4, 3):
                 n_g = counts[g]
-                ratio = np.where(n_g > 0, RARITY_BASE[g] / RARITY_BASE[5] * n5 / n_g, 0.0)
-                weights[g] = np.where(n5 > 0, np.minimum(ratio, RARITY_CAP[g]), RARITY_FALLBACK[g])
+                ratio = np.where(n_g > 0, RARITY_BASE[g] / RARITY_BASE[5] * (n5 / n_g) ** params.rarity_alpha, 0.0)
+                weights[g] = np.where(n5 > 0, np.minimum(ratio, caps[g]), RARITY_FALLBACK[g])
         return weights
 
     return items.cached("rarity_weights", compute)
@@ -135,13 +144,13 @@ def ideal_dcg(items: ItemContext, exponential: bool, kmax: int) -> np.ndarray:
     """IDCG@k for k = 1..K from every judged grade of the query (gain g or 2^g − 1): (Q, K)."""
 
     def compute() -> np.ndarray:
-        judged = np.nan_to_num(np.maximum(items.batch.judged, 0), nan=0.0)
+        judged = np.nan_to_num(np.maximum(items.judged, 0), nan=0.0)
         gains = 2.0**judged - 1 if exponential else judged
         best = np.zeros((gains.shape[0], kmax))
         if gains.shape[1]:
-            top = gather(gains, smallest_sorted(-gains, kmax))
+            top = largest_sorted(gains, kmax)
             best[:, : top.shape[1]] = top
-        return np.cumsum(best * log_discounts(kmax)[None, :], axis=1)
+        return running_sum(best * log_discounts(kmax)[None, :])
 
     return items.cached(("ideal_dcg", exponential, kmax), compute)
 
@@ -149,35 +158,52 @@ def ideal_dcg(items: ItemContext, exponential: bool, kmax: int) -> np.ndarray:
 # --- Item values ------------------------------------------------------------------------------------
 
 
-def _rarity_transform(items: ItemContext) -> Transform:
+def rarity_transform(items: ItemContext) -> Transform:
+    """The RA-nWG weight of an item's rubric grade (0 for grades 1–2 and anything else)."""
     weights = rarity_weights(items)
 
-    def rarity(g: np.ndarray, r: np.ndarray, v: np.ndarray) -> np.ndarray:
-        out = np.zeros(r.shape)
+    def rarity(items: Items) -> np.ndarray:
+        out = np.zeros(items.rubric.shape)
         for grade, w in weights.items():
-            out = np.where(r == grade, w[:, None], out)
+            out = np.where(items.rubric == grade, w[:, None], out)
         return out
 
     return rarity
 
 
 RELEVANT = ItemValueDefinition(
-    "relevant", "1 if grade ≥ rel_level else 0", lambda c: lambda g, r, v, t=c.rel_level: (g >= t) & v
+    "relevant", "1 if grade ≥ rel_level else 0", lambda c: lambda items, t=c.rel_level: items.grade >= t
 )
-GAIN_LINEAR = ItemValueDefinition("gain_linear", "max(grade, 0)", lambda c: lambda g, r, v: _positive(g))
+GAIN_LINEAR = ItemValueDefinition("gain_linear", "max(grade, 0)", lambda c: lambda items: _positive(items.grade))
 GAIN_EXPONENTIAL = ItemValueDefinition(
-    "gain_exponential", "2^max(grade, 0) − 1", lambda c: lambda g, r, v: 2.0 ** _positive(g) - 1
+    "gain_exponential", "2^max(grade, 0) − 1", lambda c: lambda items: 2.0 ** _positive(items.grade) - 1
 )
 ERR_PROBABILITY = ItemValueDefinition(
     "err_probability",
     "R = (2^max(grade, 0) − 1) / 2^gmax",
-    lambda c: lambda g, r, v, scale=2.0**c.gmax: (2.0 ** _positive(g) - 1) / scale,
+    lambda c: lambda items, scale=2.0**c.gmax: (2.0 ** _positive(items.grade) - 1) / scale,
 )
-RARITY_WEIGHT = ItemValueDefinition("rarity_weight", "RA-nWG weight w_g of the rubric grade", _rarity_transform)
-RUBRIC_4PLUS = ItemValueDefinition("rubric_4plus", "1 if rubric ≥ 4 else 0", lambda c: lambda g, r, v: (r >= 4) & v)
-RUBRIC_5 = ItemValueDefinition("rubric_5", "1 if rubric = 5 else 0", lambda c: lambda g, r, v: (r >= 5) & v)
+RARITY_WEIGHT = ItemValueDefinition("rarity_weight", "RA-nWG weight w_g of the rubric grade", rarity_transform)
+RUBRIC_4PLUS = ItemValueDefinition("rubric_4plus", "1 if rubric ≥ 4 else 0", lambda c: lambda items: items.rubric >= 4)
+RUBRIC_5 = ItemValueDefinition("rubric_5", "1 if rubric = 5 else 0", lambda c: lambda items: items.rubric >= 5)
 RUBRIC_HARMFUL = ItemValueDefinition(
-    "rubric_harmful", "1 if rubric ≤ 2 else 0", lambda c: lambda g, r, v: (r <= 2) & v
+    "rubric_harmful", "1 if rubric ≤ 2 else 0", lambda c: lambda items: items.rubric <= 2
+)
+UDCG_SCORE = ItemValueDefinition(
+    "udcg_score", "s = utility if grade ≥ rel_level else −λ·distraction",
+    lambda c: lambda items, t=c.rel_level, weight=c.params.udcg_distraction: udcg_score(
+        items.grade >= t, items.extra(UTILITY_LABEL), items.extra(DISTRACTION_LABEL), weight),
+)
+
+
+def _novelty_transform(items: ItemContext) -> Transform:
+    rarity, beta = rarity_transform(items), items.params.novelty_beta
+    return lambda it: novelty_values(rarity(it), it.extra(SOURCE_LABEL), beta)
+
+
+NOVELTY_VALUE = ItemValueDefinition(
+    "novelty_value", "v = w for the heaviest item of each source in the pool, β·w for the others",
+    _novelty_transform,
 )
 
 
@@ -225,10 +251,10 @@ def _ndcg(exponential: bool) -> Assembly:
 
 
 def _err(items: ItemContext, layout: Layout, kmax: int) -> np.ndarray:
-    judged = items.batch.judged
+    judged = items.judged
     positive = np.unique(judged[judged > 0])  # candidates' grades come from the qrels
     classes: list[tuple[float, ItemValue]] = [
-        (float((2.0**g - 1) / 2.0**items.gmax), items.value(lambda g, r, v, grade=g: g == grade)) for g in positive
+        (float((2.0**g - 1) / 2.0**items.gmax), items.value(lambda it, grade=g: it.grade == grade)) for g in positive
     ]
     return expected_err(layout, items.item(ERR_PROBABILITY), classes)
 
@@ -237,13 +263,19 @@ def _ra_nwg(items: ItemContext, layout: Layout, kmax: int) -> np.ndarray:
     return expected_positional(layout, items.item(RARITY_WEIGHT)) / rarity_ideal(items, kmax)
 
 
+def _ra_nwg_novelty(items: ItemContext, layout: Layout, kmax: int) -> np.ndarray:
+    gain = novelty_gain(layout, items.item(RARITY_WEIGHT), items.params.novelty_beta)
+    return gain / novelty_ideal(items, kmax)
+
+
 def _nrecall(item: ItemValueDefinition, grades: tuple[int, ...]) -> Assembly:
     return lambda items, layout, kmax: (
         expected_positional(layout, items.item(item)) / _nrecall_denominator(items, grades, kmax)
     )
 
 
-_RARITY_CONSTANTS = MappingProxyType({"base": RARITY_BASE, "cap": RARITY_CAP, "fallback": RARITY_FALLBACK})
+_RARITY_CONSTANTS = MappingProxyType({"base": RARITY_BASE, "fallback": RARITY_FALLBACK,
+                                      "parameters": ("rarity_alpha", "rarity_cap4", "rarity_cap3")})
 
 _DEFINITIONS = (
     MetricDefinition("hits", RELEVANT, _hits, _always, "#relevant in top k", "never"),
@@ -298,6 +330,23 @@ _DEFINITIONS = (
     MetricDefinition(
         "harm", RUBRIC_HARMFUL, _per_cutoff(RUBRIC_HARMFUL), _always, "#(rubric ≤ 2 in top k) / k", "never",
         lower_is_better=True,
+    ),
+    MetricDefinition(
+        "hit", RELEVANT, lambda c, layout, k: expected_hit(layout, c.item(RELEVANT), c.n_relevant), _has_relevant,
+        "1 if the top k holds every relevant judged document (hits ≥ N+) else 0 (Hit@K)", "N+ = 0",
+    ),
+    MetricDefinition(
+        "ra_nwg_novelty", NOVELTY_VALUE, _ra_nwg_novelty, lambda c, k: novelty_ideal(c, k) > 0,
+        "Σ_{r ≤ k} w·δ / (largest such sum of k judged items); δ = 1 for the first positive-weight item of a "
+        "source or facet, β for a repeat", "that denominator = 0",
+        constants=MappingProxyType({"parameters": ("novelty_beta", "rarity_alpha", "rarity_cap4", "rarity_cap3")}),
+        labels=(SOURCE_LABEL,), extreme=novelty_extreme,
+    ),
+    MetricDefinition(
+        "udcg", UDCG_SCORE, lambda c, layout, k: expected_udcg(layout, c.item(UDCG_SCORE)), _always,
+        "σ((1/k) Σ_{r ≤ k} s_r), s = utility if relevant else −λ·distraction (UDCG)", "never",
+        constants=MappingProxyType({"parameters": ("udcg_distraction",)}),
+        labels=(UTILITY_LABEL, DISTRACTION_LABEL),
     ),
 )
 

@@ -189,3 +189,18 @@ def test_a_data_block_cannot_be_closed_from_inside():
     assert block.startswith('<passage id="C">\n') and block.endswith("\n</passage>")
     assert block.count("</passage>") == 1 and block.count("<passage") == 1
     assert "&lt;/passage&gt;" in block and "&amp; &lt;b&gt;" in block
+
+def test_balanced_rubric_is_the_packaged_ordinal_prompt_and_changes_the_fingerprint():
+    """``rubric: balanced`` sends the balanced-label prompt (five evenly spaced labels, use them evenly)."""
+    with StandinLLM() as llm:
+        standard = make_judge(settings(llm.base_url))
+        balanced = make_judge(settings(llm.base_url, rubric="balanced"))
+        assert balanced.prompts_fingerprint()["grade"] != standard.prompts_fingerprint()["grade"]
+        assert balanced.prompts_fingerprint()["rank"] == standard.prompts_fingerprint()["rank"]
+        text = balanced.grade_template.template
+        assert all(f"{g} = {p}% relevant" in text for g, p in ((5, 100), (4, 75), (3, 50), (2, 25), (1, 0)))
+        assert "about as often as the others" in text
+        grades = {d: g for c in balanced.grade(QUERY, PASSAGES) for d, g in c.answer["grades"].items()}
+        assert set(grades) == {"d1", "d2", "d3", "d4"} and grades["d1"] == 5
+    with pytest.raises(ValueError):
+        settings("http://127.0.0.1:1/v1", rubric="lenient")

@@ -13,18 +13,35 @@ from collections.abc import Sequence
 RARITY_BASE = {5: 1.0, 4: 0.5, 3: 0.1}
 
 
-def rarity_weights(pool: Sequence[float]) -> dict[float, float]:
+def rarity_weights(pool: Sequence[float], alpha: float = 1.0, cap4: float = 1.0, cap3: float = 0.25) -> dict[float, float]:
     n = len(pool)
     counts = {g: sum(1 for x in pool if x == g) for g in (5, 4, 3)}
     if counts[5] == 0:
         return {5: 1.0, 4: 1.0, 3: 0.2}
-    r = {g: (RARITY_BASE[g] / (counts[g] / n) if counts[g] else 0.0) for g in (5, 4, 3)}
-    return {5: 1.0, 4: min(r[4] / r[5], 1.0), 3: min(r[3] / r[5], 0.25)}
+    r = {g: (RARITY_BASE[g] / (counts[g] / n) ** alpha if counts[g] else 0.0) for g in (5, 4, 3)}
+    return {5: 1.0, 4: min(r[4] / r[5], cap4), 3: min(r[3] / r[5], cap3)}
+
+
+def novelty_gain(weights: Sequence[float], sources: Sequence[object], beta: float) -> float:
+    """Σ w·δ down a ranked list: δ = 1 for the first positive-weight item of a source, β after."""
+    seen, total = set(), 0.0
+    for w, source in zip(weights, sources, strict=True):
+        if w > 0:
+            total += w if source not in seen else beta * w
+            seen.add(source)
+    return total
 
 
 def metric(name: str, k: int, ranked: Sequence[float], judged: Sequence[float], *, rel_level: float = 1,
-           gmax: float = 3, rubric: Sequence[float] | None = None, judged_rubric: Sequence[float] | None = None):
-    """The metric of one ranked list of grades (unjudged = 0); None where NA."""
+           gmax: float = 3, rubric: Sequence[float] | None = None, judged_rubric: Sequence[float] | None = None,
+           alpha: float = 1.0, cap4: float = 1.0, cap3: float = 0.25, beta: float = 0.5, distraction_weight: float = 1 / 3,
+           sources: Sequence[object] | None = None, judged_sources: Sequence[object] | None = None,
+           utility: Sequence[float] | None = None, distraction: Sequence[float] | None = None):
+    """The metric of one ranked list of grades (unjudged = 0); None where NA.
+
+    ``sources``/``judged_sources``: each item's source (``ra_nwg_novelty``); ``utility``/``distraction``:
+    each ranked item's UDCG labels.
+    """
     rubric = list(ranked) if rubric is None else list(rubric)
     judged_rubric = list(judged) if judged_rubric is None else list(judged_rubric)
     top = list(ranked[:k])
@@ -69,9 +86,22 @@ def metric(name: str, k: int, ranked: Sequence[float], judged: Sequence[float], 
             value += keep_going * stop / (i + 1)
             keep_going *= 1 - stop
         return value
+    if name == "hit":
+        return (1.0 if hits >= n_plus else 0.0) if n_plus else None
+    if name == "udcg":
+        scores = [u if g >= rel_level else -distraction_weight * d
+                  for g, u, d in zip(top, utility[:k], distraction[:k], strict=True)]
+        return 1.0 / (1.0 + math.exp(-sum(scores) / k))
     top_rubric = rubric[:k]
+    if name == "ra_nwg_novelty":
+        w = rarity_weights(judged_rubric, alpha, cap4, cap3)
+        pool = [(w.get(g, 0.0), s) for g, s in zip(judged_rubric, judged_sources, strict=True)]
+        subsets = (sorted(c, key=lambda item: -item[0]) for c in itertools.combinations(pool, min(k, len(pool))))
+        ideal = max((novelty_gain([x for x, _ in c], [s for _, s in c], beta) for c in subsets), default=0.0)
+        gain = novelty_gain([w.get(g, 0.0) for g in top_rubric], sources[:k], beta)
+        return gain / ideal if ideal > 0 else None
     if name == "ra_nwg":
-        w = rarity_weights(judged_rubric)
+        w = rarity_weights(judged_rubric, alpha, cap4, cap3)
         denominator = sum(sorted((w.get(g, 0.0) for g in judged_rubric), reverse=True)[:k])
         return sum(w.get(g, 0.0) for g in top_rubric) / denominator if denominator > 0 else None
     if name in ("nrecall4", "nrecall5"):

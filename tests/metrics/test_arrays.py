@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from steadyrank.metrics import evaluate, evaluate_arrays
 
@@ -29,3 +30,17 @@ def test_arrays_equal_dicts_on_ragged_bf16_like_scores():
     for m in measures:
         for stat in ("expected", "min", "max", "oblivious", "proc"):
             np.testing.assert_allclose(by_array[m].stat(stat), by_dict[m].stat(stat), rtol=0, atol=1e-12)
+
+
+def test_non_finite_scores_are_refused_in_full_and_ragged_rows():
+    """The engine's first stage checks full rows block by block; ragged rows are checked up front."""
+    judged = np.full((3, 1), np.nan)
+    for bad in (np.nan, np.inf, -np.inf):
+        scores = np.ones((3, 1030), dtype=np.float32)
+        scores[2, 1029] = bad
+        with pytest.raises(ValueError, match="scores must be finite"):
+            evaluate_arrays(scores, np.zeros(scores.shape), judged, ["ndcg@5"])
+        with pytest.raises(ValueError, match="scores must be finite"):
+            evaluate_arrays(scores, np.zeros(scores.shape), judged, ["ndcg@5"], lengths=np.array([1030, 1030, 1030]))
+    finite = np.full((2, 3), np.finfo(np.float32).max, dtype=np.float32)  # the sum overflows; every score is finite
+    assert evaluate_arrays(finite, np.zeros(finite.shape), np.full((2, 1), np.nan), ["hits@2"]).query_ids == ["0", "1"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from steadyrank.metrics import FormatError, read_beir, read_qrels, read_trec_run, write_trec_run
@@ -75,3 +77,33 @@ def test_beir_folder_and_its_errors(tmp_path):
         read_beir(tmp_path / "beir")
     with pytest.raises(FileNotFoundError):
         read_beir(tmp_path / "nowhere")
+
+
+def test_label_and_answer_readers(tmp_path):
+    from steadyrank.metrics.io import read_answers, read_sources, read_udcg_labels
+
+    (tmp_path / "sources.tsv").write_text("d1 example.org\nd2 a facet with spaces\n")
+    assert read_sources(tmp_path / "sources.tsv") == {"d1": "example.org", "d2": "a facet with spaces"}
+    (tmp_path / "sources.jsonl").write_text('{"docid": "d1", "facet": "f"}\n\n{"docid": 7, "source": "s"}\n')
+    assert read_sources(tmp_path / "sources.jsonl") == {"d1": "f", "7": "s"}
+    (tmp_path / "labels.tsv").write_text("q d1 0.5 -\nq d2 - 1\n")
+    assert read_udcg_labels(tmp_path / "labels.tsv") == ({"q": {"d1": 0.5}}, {"q": {"d2": 1.0}})
+    (tmp_path / "answers.jsonl").write_text('{"qid": "q1", "correct": true}\n{"qid": "q2", "correct": 0}\n')
+    assert read_answers(tmp_path / "answers.jsonl") == {"q1": True, "q2": False}
+
+
+@pytest.mark.parametrize("name, text, reader, message", [
+    ("s.tsv", "d1 x\nd1 y\n", "read_sources", "s.tsv:2: document 'd1' is given a source twice"),
+    ("s.tsv", "d1\n", "read_sources", "s.tsv:1: no source for document 'd1'"),
+    ("l.tsv", "q d1 1.5 -\n", "read_udcg_labels", "l.tsv:1: utility 1.5 is outside [0, 1]"),
+    ("l.tsv", "q d1 0.5\n", "read_udcg_labels", "l.tsv:1: expected 'qid docid utility distraction'"),
+    ("l.tsv", "q d1 0.5 -\nq d1 - 0.5\n", "read_udcg_labels", "l.tsv:2: document 'd1' of query 'q' is labelled twice"),
+    ("a.tsv", "q1 maybe\n", "read_answers", "a.tsv:1: correct is 'maybe'"),
+    ("a.tsv", "q1 1\nq1 0\n", "read_answers", "a.tsv:2: query 'q1' is given twice"),
+])
+def test_label_readers_locate_bad_lines(tmp_path, name, text, reader, message):
+    from steadyrank.metrics import io
+
+    (tmp_path / name).write_text(text)
+    with pytest.raises(io.FormatError, match=re.escape(message)):
+        getattr(io, reader)(tmp_path / name)

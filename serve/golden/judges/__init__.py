@@ -135,7 +135,13 @@ class OpenAIChatJudgeSettings(BaseModel):
     max_tokens: int = Field(256, ge=1)
     json_mode: bool = Field(True, description="ask for response_format json_object")
     max_passage_chars: int = Field(2000, ge=1, description="passages are cut to this many characters")
-    grade_template: str | None = Field(None, description="rubric prompt file (default: the packaged templates/grade.txt)")
+    rubric: Literal["standard", "balanced"] = Field(
+        "standard",
+        description="packaged rubric prompt: 'standard' (templates/grade.txt) or 'balanced' (templates/grade_balanced.txt: "
+                    "five evenly spaced labels, 100/75/50/25/0 % relevant, and an instruction to give each about as "
+                    "often, after OrdRankBen's ordinal labelling prompt); grade_template overrides both",
+    )
+    grade_template: str | None = Field(None, description="rubric prompt file (default: the packaged prompt of rubric)")
     rank_template: str | None = Field(None, description="listwise prompt file (default: the packaged templates/rank.txt)")
 
 

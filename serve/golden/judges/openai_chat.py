@@ -141,7 +141,8 @@ class OpenAIChatJudge(Judge):
         self._jitter = wait_random_exponential(multiplier=settings.backoff_s, max=settings.backoff_max_s)
         self.client = openai.OpenAI(base_url=settings.base_url, api_key=os.environ.get(settings.api_key_env, "EMPTY"),
                                     max_retries=0, timeout=settings.timeout_s)
-        self.grade_template = _template(settings.grade_template, "grade.txt")
+        self.grade_template = _template(settings.grade_template,
+                                        "grade_balanced.txt" if settings.rubric == "balanced" else "grade.txt")
         self.rank_template = _template(settings.rank_template, "rank.txt")
 
     def check(self) -> None:
