@@ -33,12 +33,12 @@ lint: setup
 # The docs site (mkdocs, material theme): the generated reference pages must be current, and the
 # build is strict (a broken link, anchor or nav entry fails it). Output in site/ (ignored).
 docs: setup
-	$(PY) -m steadyrank.serve.reference --check
+	$(PY) -m steadyrank.serve.cli.reference --check
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # Regenerate docs/reference/*.md (settings, metrics, CLI) from their sources.
 reference: setup
-	$(PY) -m steadyrank.serve.reference --write
+	$(PY) -m steadyrank.serve.cli.reference --write
 
 
 # basedpyright (configured in pyproject.toml: strict for metrics/ and retrieval/, standard over the rest) runs

@@ -3,7 +3,7 @@
 Run: ``python benchmarks/bench_golden.py [--seeds 8] [--items 30] [--json]``.
 
 Each seed draws one query of ``--items`` candidates with true utilities u ~ U(1, 5). The simulated
-judge (``steadyrank.serve.golden.simulate``) grades each candidate once, pointwise, as
+judge (``steadyrank.serve.tools.golden.simulate``) grades each candidate once, pointwise, as
 ``clip(round(u + N(0, 0.7)), 1, 5)`` and ranks listwise batches of 5 as Plackett–Luce draws with
 log-worth u (temperature 1). Compared at the same number of judge calls, averaged over seeds:
 
@@ -28,8 +28,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import emit, write_json  # noqa: E402
 
-from steadyrank.serve.golden.refine import RefineSettings  # noqa: E402
-from steadyrank.serve.golden.simulate import simulate_query  # noqa: E402
+from steadyrank.serve.tools.golden.refine import RefineSettings  # noqa: E402
+from steadyrank.serve.tools.golden.simulate import simulate_query  # noqa: E402
 
 
 def curve_at(curve: list[tuple[int, float]], calls: int) -> float:

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import emit  # noqa: E402
 
-from steadyrank.serve.probes.ablations import IDENTITY_DESTROYING  # noqa: E402
+from steadyrank.serve.tools.probes.ablations import IDENTITY_DESTROYING  # noqa: E402
 
 STEADYRANK = [sys.executable, "-m", "steadyrank.serve.cli"]
 #: The paper's headline (§4.2, OpenAI/Voyage embedders): ranges of ΔΔ%.

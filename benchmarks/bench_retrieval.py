@@ -59,8 +59,8 @@ from steadyrank.retrieval.fusion import DEFAULT_RRF_K
 from steadyrank.retrieval.pipeline import Ranked, latency_summary, local_models, rerank_candidates, search
 from steadyrank.retrieval.routing import RoutingSettings, model_probability
 from steadyrank.retrieval.store import MODES, IndexStore, build_index
-from steadyrank.serve.clq.builds import CachedEmbedder, cached_corpus_vectors
 from steadyrank.serve.output import dumps_json, format_table
+from steadyrank.serve.tools.clq.builds import CachedEmbedder, cached_corpus_vectors
 
 REPO = Path(__file__).resolve().parents[1]
 RUBRIC = {3: 5, 2: 4, 1: 3, 0: 1}

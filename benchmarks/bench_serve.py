@@ -79,7 +79,7 @@ HEADERS = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/js
 def make_inputs(n_requests: int, n_docs: int) -> list[tuple[str, list[str]]]:
     """(query, documents) pairs from the demo data: each demo query with ``n_docs`` distinct passages."""
     from steadyrank.retrieval.corpus import read_documents, read_queries
-    from steadyrank.serve.app.default import DEMO_DIR
+    from steadyrank.serve.server.default import DEMO_DIR
 
     passages = [d.full_text for d in read_documents(DEMO_DIR / "corpus.jsonl")]
     queries = list(read_queries(DEMO_DIR / "queries.jsonl").values())
@@ -343,8 +343,8 @@ def server_rss() -> dict[str, Any]:
 def bench_settings(config: str | None, shadow: str, probes: float | None = None) -> Any:
     """The benchmark's settings: the evaluator on or off (``shadow``); with ``probes``, its live probes on
     at that interval in seconds."""
-    from steadyrank.serve.app.builder import resolve_settings
-    from steadyrank.serve.app.settings import Settings, load_settings
+    from steadyrank.serve.server.hosting.builder import resolve_settings
+    from steadyrank.serve.settings import Settings, load_settings
 
     if config:
         raw = resolve_settings(config).model_dump(mode="python")
@@ -379,8 +379,8 @@ class Server:
         import ray
         from ray import serve as ray_serve
 
-        from steadyrank.serve.app import build_app
-        from steadyrank.serve.app.default import ensure_index
+        from steadyrank.serve.server.default import ensure_index
+        from steadyrank.serve.server.hosting.builder import build_app
 
         sys.stdout.flush()
         self._stdout = os.dup(1)

@@ -20,7 +20,7 @@ def ray_session():
     """The session's Ray instance (``ray`` module); Serve and Ray are shut down at session end."""
     ray = pytest.importorskip("ray")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    from steadyrank.serve.app.ray_env import apply_ray_env
+    from steadyrank.serve.launcher.ray_env import apply_ray_env
 
     apply_ray_env()  # the Ray tuning `steadyrank serve` runs with
     started = False

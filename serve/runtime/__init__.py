@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from steadyrank.lazy import lazy_exports
 
 if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ below imports each name on first use
+    from steadyrank.serve.errors import InvalidInputError, ModelLoadError, UnsupportedModelError
     from steadyrank.serve.runtime.embedder import Embedder
-    from steadyrank.serve.runtime.errors import InvalidInputError, ModelLoadError, UnsupportedModelError
     from steadyrank.serve.runtime.factory import load_embedder, load_scorer
     from steadyrank.serve.runtime.scorer import RerankOutput, Scored, Scorer
     from steadyrank.serve.runtime.settings import ModelSettings, bundled_embedder_path
@@ -22,9 +22,9 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ below imp
 #: or errors (as the server's ingress and CLI do) does not load torch.
 _EXPORTS = {
     "Embedder": "steadyrank.serve.runtime.embedder",
-    "InvalidInputError": "steadyrank.serve.runtime.errors",
-    "ModelLoadError": "steadyrank.serve.runtime.errors",
-    "UnsupportedModelError": "steadyrank.serve.runtime.errors",
+    "InvalidInputError": "steadyrank.serve.errors",
+    "ModelLoadError": "steadyrank.serve.errors",
+    "UnsupportedModelError": "steadyrank.serve.errors",
     "load_embedder": "steadyrank.serve.runtime.factory",
     "load_scorer": "steadyrank.serve.runtime.factory",
     "RerankOutput": "steadyrank.serve.runtime.scorer",

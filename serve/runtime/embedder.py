@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from steadyrank.serve.errors import check_texts
 from steadyrank.serve.runtime import hps
-from steadyrank.serve.runtime.errors import check_texts
 from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.precision import resolve
 from steadyrank.serve.runtime.settings import ModelSettings, Scoring

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from steadyrank.serve.errors import UnsupportedModelError
 from steadyrank.serve.runtime.embedder import Embedder
-from steadyrank.serve.runtime.errors import UnsupportedModelError
 from steadyrank.serve.runtime.inspection import inspect_model, model_id
 from steadyrank.serve.runtime.scorer import BiEncoderScorer, PairScorer, Scorer
 from steadyrank.serve.runtime.settings import ModelSettings

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from steadyrank.serve.runtime.errors import ModelLoadError, UnsupportedModelError
+from steadyrank.serve.errors import ModelLoadError, UnsupportedModelError
 from steadyrank.serve.runtime.hub import hub_id_of_cache_folder
 from steadyrank.serve.runtime.settings import ModelKind, ModelSettings, bundled_embedder_path
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from steadyrank.serve.runtime.errors import ModelLoadError, UnsupportedModelError
+from steadyrank.serve.errors import ModelLoadError, UnsupportedModelError
 from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.precision import ForwardPrecision, cpu_flags, int8_engine
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from steadyrank.serve.runtime.errors import UnsupportedModelError
+from steadyrank.serve.errors import UnsupportedModelError
 from steadyrank.serve.runtime.settings import ModelSettings
 
 ForwardPrecision = Literal["fp32", "bf16", "fp16", "int8"]

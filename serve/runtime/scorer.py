@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from steadyrank.retrieval.ranking import rank
+from steadyrank.serve.errors import InvalidInputError, check_rerank_args
 from steadyrank.serve.runtime import hps
 from steadyrank.serve.runtime.embedder import Embedder
-from steadyrank.serve.runtime.errors import InvalidInputError, check_rerank_args
 from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.precision import resolve
 from steadyrank.serve.runtime.settings import ModelSettings, Scoring

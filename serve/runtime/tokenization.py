@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from steadyrank.serve.runtime.errors import InputTooLongError
+from steadyrank.serve.errors import InputTooLongError
 
 
 @dataclass(frozen=True)

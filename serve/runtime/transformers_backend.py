@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import torch
 
+from steadyrank.serve.errors import ModelLoadError
 from steadyrank.serve.runtime.batching import Batch, make_batch, run_batched_many
-from steadyrank.serve.runtime.errors import ModelLoadError
 from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.loading import load_tokenizer, load_torch_model, resolve_device, torch_dtype
 from steadyrank.serve.runtime.precision import resolved_precision

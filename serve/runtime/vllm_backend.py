@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from steadyrank.serve.runtime.errors import ModelLoadError, UnsupportedModelError
+from steadyrank.serve.errors import ModelLoadError, UnsupportedModelError
 from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.loading import load_tokenizer, torch_dtype
 from steadyrank.serve.runtime.precision import resolved_precision

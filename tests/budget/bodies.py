@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from steadyrank.serve.app.http.jsonscan import json_values
-from steadyrank.serve.app.settings import LimitsSettings
+from steadyrank.serve.server.http.jsonscan import json_values
+from steadyrank.serve.settings import LimitsSettings
 
 
 @dataclass(frozen=True)

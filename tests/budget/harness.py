@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from steadyrank.serve.app.memory import trim_freed_memory
+from steadyrank.serve.server.memory import trim_freed_memory
 
 PROBE_INTERVAL_S = 0.005
 CHUNK_BYTES = 64 * 1024

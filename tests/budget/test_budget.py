@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from steadyrank.serve.app.settings import LimitsSettings
+from steadyrank.serve.settings import LimitsSettings
 from tests.budget.bodies import ROUTES, Route, cases, filling
 from tests.budget.conftest import GENERATED
 from tests.budget.harness import MIB, Measured, measure

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from steadyrank.serve.cli import COMMANDS, build_parser, main, parse
-from steadyrank.serve.commands.options import api_key_from_env
+from steadyrank.serve.cli.main import COMMANDS, build_parser, main, parse
+from steadyrank.serve.cli.options import api_key_from_env
 
 BATCH_UNITS = {"DOCS", "SEQUENCES", "PASSAGES"}
 

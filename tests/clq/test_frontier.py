@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from steadyrank.serve.clq.frontier import Candidate, pareto_front, pick
+from steadyrank.serve.tools.clq.frontier import Candidate, pareto_front, pick
 
 
 def brute_force_front(cost, latency, quality) -> np.ndarray:

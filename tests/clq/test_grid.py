@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from steadyrank.serve.clq.grid import GridError, expand, load_grid, parse_grid
+from steadyrank.serve.tools.clq.grid import GridError, expand, load_grid, parse_grid
 
 VALID = {
     "embedders": [{"name": "minilm", "path": "bundled"}],

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from steadyrank.serve.clq.frontier import pareto_front
+from steadyrank.serve.tools.clq.frontier import pareto_front
 from tests.clq.conftest import write_grid
 
 DEMO = Path(__file__).resolve().parents[2] / "serve" / "data" / "demo"

@@ -75,7 +75,7 @@ class LocalCluster:
         """The environment of the nodes and of the drivers: this cluster's address, and what
         ``ray start`` on every node of a steadyrank cluster gets (:func:`serve.app.ray_env.node_env`,
         as deploy/kuberay sets it on each pod)."""
-        from steadyrank.serve.app.ray_env import node_env
+        from steadyrank.serve.launcher.ray_env import node_env
 
         env = dict(os.environ)
         env.update({"RAY_ADDRESS": self.address, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1",

@@ -33,7 +33,7 @@ import httpx
 import pytest
 import yaml
 
-from steadyrank.serve.app.proxy_errors import LOST_MESSAGE
+from steadyrank.serve.server.hosting.proxy_errors import LOST_MESSAGE
 from tests.cluster.local_cluster import LocalCluster, free_ports
 from tests.prometheus_server import PrometheusServer
 

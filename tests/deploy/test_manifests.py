@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from steadyrank.serve.app.settings import Settings
+from steadyrank.serve.settings import Settings
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SECRET = "steadyrank-api-keys"

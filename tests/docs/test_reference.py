@@ -1,7 +1,7 @@
 """The generated reference pages (docs/reference/*.md) are what their sources render now.
 
 No Ray and no model: the pages come from the pydantic settings, the telemetry catalogue and the
-argparse parsers (``steadyrank.serve.reference``).
+argparse parsers (``steadyrank.serve.cli.reference``).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from steadyrank.serve import reference
-from steadyrank.serve.app.settings import Settings
+from steadyrank.serve.cli import reference
+from steadyrank.serve.settings import Settings
 from steadyrank.serve.telemetry import CATALOGUE
 
 

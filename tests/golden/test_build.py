@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from steadyrank.retrieval.store import IndexStore
-from steadyrank.serve.cli import main
-from steadyrank.serve.contracts import SearchCall
-from steadyrank.serve.quality.golden import load_golden
-from steadyrank.serve.quality.service import GoldenProfile, QualityService
-from steadyrank.serve.quality.settings import QualitySettings
+from steadyrank.serve.cli.main import main
+from steadyrank.serve.server.calls import SearchCall
+from steadyrank.serve.server.quality.golden_sets import load_golden
+from steadyrank.serve.server.quality.service import GoldenProfile, QualityService
+from steadyrank.serve.settings.quality import QualitySettings
 from tests.golden.conftest import build_args, first_json, output_files
 from tests.golden.llm_standin import StandinLLM, judge_config
 from tests.quality.test_service import MemoryRecorder
@@ -179,7 +179,7 @@ def test_an_edited_prompt_template_is_refused_on_resume(reference, tmp_path, cap
     ref_out, _, args = reference
     judge_path = Path(args[args.index("--judge") + 1])
     template = tmp_path / "grade.txt"
-    template.write_text(resources.files("steadyrank.serve.golden").joinpath("templates", "grade.txt").read_text("utf-8"))
+    template.write_text(resources.files("steadyrank.serve.tools.golden").joinpath("templates", "grade.txt").read_text("utf-8"))
     judge = json.loads(judge_path.read_text())
     custom = tmp_path / "judge.json"
     custom.write_text(json.dumps({**judge, "grade_template": str(template)}))

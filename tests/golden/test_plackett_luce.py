@@ -7,14 +7,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyrank.serve.golden.plackett_luce import (
+from steadyrank.serve.tools.golden.plackett_luce import (
     LockGraph,
     confidence_bounds,
     pl_gradient_and_information,
     pl_step,
     topological_order,
 )
-from steadyrank.serve.golden.refine import RefineSettings, RefineState, observe
+from steadyrank.serve.tools.golden.refine import RefineSettings, RefineState, observe
 
 
 def log_likelihood(theta: np.ndarray, ranking: list[int]) -> float:

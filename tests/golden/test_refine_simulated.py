@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from steadyrank.serve.golden.refine import RefineSettings
-from steadyrank.serve.golden.simulate import simulate_query
+from steadyrank.serve.tools.golden.refine import RefineSettings
+from steadyrank.serve.tools.golden.simulate import simulate_query
 
 
 def test_refined_order_beats_single_shot_grades():

@@ -23,12 +23,12 @@ import httpx
 import numpy as np
 import pytest
 
-from steadyrank.serve.app.colocated import LocalHandle
-from steadyrank.serve.app.deployments.metrics_hub import MetricsHub
-from steadyrank.serve.app.dialects.names import ServedNames
-from steadyrank.serve.app.http import Services, create_app
-from steadyrank.serve.app.settings import load_settings
-from steadyrank.serve.contracts import RerankOutcome
+from steadyrank.serve.server.calls import RerankOutcome
+from steadyrank.serve.server.components.metrics_hub import MetricsHub
+from steadyrank.serve.server.hosting.colocated import LocalHandle
+from steadyrank.serve.server.http import Services, create_app
+from steadyrank.serve.server.http.dialects.names import ServedNames
+from steadyrank.serve.settings import load_settings
 from steadyrank.serve.telemetry import Recorder
 
 KEY = "user-key-0123"
@@ -96,7 +96,7 @@ class FakeSearcher:
         return {"retriever": {"path": "/secret/index/path", "documents": 3}}
 
     async def search(self, call: Any) -> Any:
-        from steadyrank.serve.contracts import SearchOutcome
+        from steadyrank.serve.server.calls import SearchOutcome
 
         await self.behaviour.act(call)
         meta = {"k": 2, "escalated": False, "reasons": [], "signals": {}, "stages_ms": {}, "retrieval_ms": {},

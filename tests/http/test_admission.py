@@ -23,7 +23,7 @@ DOCS = ["alpha", "beta", "gamma"]
 
 def busy(served: Served, pending: int, model: str = "reranker") -> None:
     """The ``model`` learned 10 units/s and has ``pending`` units queued (deadline 30 s)."""
-    from steadyrank.serve.app.admission import WorkQueue
+    from steadyrank.serve.server.admission import WorkQueue
 
     queue = WorkQueue(min_units=10, headroom=0.8, half_life_s=1e9)
     queue.start(1, 0.0)
@@ -205,7 +205,7 @@ async def test_an_admitted_request_releases_its_units_exactly_once_when_the_mode
     cancelled (a queued job is dropped) and the units leave at once. The held request's 2 units
     stay throughout (a second release would take them too), and once it answers the queue is empty:
     no estimate drifts, and later requests come and go."""
-    from steadyrank.serve.runtime.errors import InputTooLongError
+    from steadyrank.serve.errors import InputTooLongError
 
     served = build({"limits": {"request_timeout_s": 30}})
     release_first, model_done, first = asyncio.Event(), asyncio.Event(), asyncio.Event()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from steadyrank.serve.app.errors import _TABLE, KINDS, _parse, error_body, status_of
-from steadyrank.serve.runtime.errors import ErrorKind
+from steadyrank.serve.errors import ErrorKind
+from steadyrank.serve.server.http.errors import _TABLE, KINDS, _parse, error_body, status_of
 
 
 def test_every_kind_has_its_row() -> None:

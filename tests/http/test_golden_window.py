@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from steadyrank.serve.app.colocated import LocalHandle
-from steadyrank.serve.quality.deployment import ShadowEvaluator
-from steadyrank.serve.quality.golden import GoldenQuery
-from steadyrank.serve.quality.monitor import evaluate_ranking
-from steadyrank.serve.quality.service import GoldenProfile
+from steadyrank.serve.server.hosting.colocated import LocalHandle
+from steadyrank.serve.server.quality.evaluator import ShadowEvaluator
+from steadyrank.serve.server.quality.golden_sets import GoldenQuery
+from steadyrank.serve.server.quality.monitor import evaluate_ranking
+from steadyrank.serve.server.quality.service import GoldenProfile
 from tests.http.conftest import Served, build
 
 pytestmark = pytest.mark.anyio

@@ -110,8 +110,8 @@ async def test_unknown_paths_are_not_logged_decoded_at_warning(served, caplog) -
 
 
 async def test_metrics_and_model_facts_awaits_time_out(served, monkeypatch) -> None:
-    from steadyrank.serve.app.http import gateway
-    from steadyrank.serve.app.http.routers import health
+    from steadyrank.serve.server.http import gateway
+    from steadyrank.serve.server.http.routers import health
 
     monkeypatch.setattr(gateway, "SIDE_CALL_TIMEOUT_S", 0.2)
     monkeypatch.setattr(health, "SIDE_CALL_TIMEOUT_S", 0.2)
@@ -131,7 +131,7 @@ async def test_metrics_and_model_facts_awaits_time_out(served, monkeypatch) -> N
 
 
 async def test_a_hanging_mirror_is_dropped_after_its_timeout(served, monkeypatch) -> None:
-    from steadyrank.serve.app.http import gateway
+    from steadyrank.serve.server.http import gateway
 
     monkeypatch.setattr(gateway, "SIDE_CALL_TIMEOUT_S", 0.1)
     never = asyncio.Event()

@@ -9,7 +9,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyrank.serve.app.http.jsonscan import json_values
+from steadyrank.serve.server.http.jsonscan import json_values
 
 TRICKY = st.text(alphabet=st.sampled_from(['"', "\\", ",", "[", "{", "]", "}", ":", "a", "é", "\n"]), max_size=12)
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | TRICKY,

@@ -13,10 +13,10 @@ import time
 import pytest
 from pydantic import BaseModel
 
-from steadyrank.serve.app import protocol
-from steadyrank.serve.app.dialects import tei
-from steadyrank.serve.app.dialects.contract import bounded
-from steadyrank.serve.app.settings import load_settings
+from steadyrank.serve.server.http import schemas
+from steadyrank.serve.server.http.dialects import tei
+from steadyrank.serve.server.http.dialects.schema_limits import bounded
+from steadyrank.serve.settings import load_settings
 from tests.http.conftest import build
 
 pytestmark = pytest.mark.anyio
@@ -37,7 +37,7 @@ def _counting(monkeypatch, model: type[BaseModel], method: str) -> list[int]:
 
 async def test_a_body_of_too_many_values_is_refused_before_it_is_parsed(monkeypatch) -> None:
     served = build({"limits": {"max_body_values": 200, "max_body_bytes": 64 * 1024}})
-    parsed = _counting(monkeypatch, protocol.RerankRequest, "model_validate_json")
+    parsed = _counting(monkeypatch, schemas.RerankRequest, "model_validate_json")
     async with served.client() as c:
         over = await c.post("/v1/rerank", content=b'{"query": "q", "documents": [' + b"0," * 200 + b"0]}")
         tei_over = await c.post("/rerank", content=b'{"query": "q", "texts": [' + b"0," * 200 + b"0]}")
@@ -83,7 +83,7 @@ async def test_a_schema_error_echoes_no_input(served) -> None:
 
 
 async def test_the_rerank_path_parses_its_body_once(served, monkeypatch) -> None:
-    import steadyrank.serve.app.http.scoring as scoring
+    import steadyrank.serve.server.http.scoring as scoring
 
     decoded = []
     real = scoring.from_json
@@ -145,17 +145,17 @@ async def test_rendering_is_charged_to_the_request_deadline(served, monkeypatch)
 
 def test_bounded_models_refuse_long_lists_in_every_union_and_keep_their_validators() -> None:
     values = {"max_documents": 2, "max_embedding_inputs": 2, "max_rank_fields": 1}
-    embedding = bounded(protocol.EmbeddingRequest, values)
-    assert issubclass(embedding, protocol.EmbeddingRequest) and embedding.__name__ == "EmbeddingRequest"
+    embedding = bounded(schemas.EmbeddingRequest, values)
+    assert issubclass(embedding, schemas.EmbeddingRequest) and embedding.__name__ == "EmbeddingRequest"
     assert embedding.model_validate({"input": "one string"}).texts() == ["one string"]
     assert embedding.model_validate({"input": [{"text": "a"}, "b"]}).texts() == ["a", "b"]
     for body in ({"input": ["a"] * 3}, {"input": [{"text": "a"}] * 3}):
         errors = _errors(embedding, body)
         assert [e["type"] for e in errors if e["type"] == "too_long"] == ["too_long"]
     assert "token-id" in _errors(embedding, {"input": [1]})[0]["msg"]  # the model's own validator still runs
-    rerank = bounded(protocol.RerankRequest, values)
+    rerank = bounded(schemas.RerankRequest, values)
     assert [e["type"] for e in _errors(rerank, {"query": "q", "documents": ["a"], "rank_fields": ["a", "b"]})] == ["too_long"]
-    assert bounded(protocol.SearchRequest, values) is protocol.SearchRequest  # no list: the model itself
+    assert bounded(schemas.SearchRequest, values) is schemas.SearchRequest  # no list: the model itself
 
 
 def _errors(model: type[BaseModel], body: dict) -> list[dict]:
@@ -167,7 +167,7 @@ def _errors(model: type[BaseModel], body: dict) -> list[dict]:
 
 
 def test_max_body_values_must_hold_the_largest_request_the_count_limits_allow() -> None:
-    from steadyrank.serve.app.settings import SettingsError
+    from steadyrank.serve.settings import SettingsError
 
     with pytest.raises(SettingsError, match="max_body_values"):
         load_settings({"limits": {"max_documents": 30_000}})

@@ -9,9 +9,9 @@ import logging
 
 import pytest
 
-from steadyrank.serve.app.http.context import configure_logging
-from steadyrank.serve.app.ray_env import ray_log_level, serve_logging
-from steadyrank.serve.app.settings import load_settings
+from steadyrank.serve.launcher.ray_env import ray_log_level, serve_logging
+from steadyrank.serve.server.http.context import configure_logging
+from steadyrank.serve.settings import load_settings
 from tests.http.conftest import ADMIN_KEY, KEY
 
 pytestmark = pytest.mark.anyio

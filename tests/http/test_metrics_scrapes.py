@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from steadyrank.serve.app.deployments import metrics_hub
+from steadyrank.serve.server.components import metrics_hub
 from tests.http.conftest import Served
 
 pytestmark = pytest.mark.anyio

@@ -120,7 +120,7 @@ async def test_a_tei_text_over_max_length_with_truncate_false_is_413_in_tei_shap
 async def test_a_replica_error_keeps_its_kind_without_string_matching(served) -> None:
     """An over-long input refused by the model runtime (``InputTooLongError``) is 413 whatever its
     message says; a plain ``ValueError`` from a replica is a bug: 500, not the client's fault."""
-    from steadyrank.serve.runtime.errors import InputTooLongError
+    from steadyrank.serve.errors import InputTooLongError
 
     served.reranker.behaviour.raises = InputTooLongError("input 0 has 900 tokens")
     async with served.client() as c:

@@ -52,7 +52,7 @@ def test_the_check_sends_every_hostile_body_to_every_json_route_and_passes(tmp_p
 
 
 def test_the_check_fails_on_a_route_that_answers_a_hostile_body_with_a_500(tmp_path, monkeypatch) -> None:
-    from steadyrank.serve.app.http.routers import tei
+    from steadyrank.serve.server.http.routers import tei
 
     monkeypatch.setattr(tei, "decode", json.loads)  # parse errors escape
     with Uvicorn(build().app) as port:

@@ -13,8 +13,8 @@ import pytest
 
 from steadyrank.retrieval.corpus import Document
 from steadyrank.retrieval.pipeline import CandidatePool
-from steadyrank.serve.app import tracing
-from steadyrank.serve.app.colocated import LocalHandle
+from steadyrank.serve import tracing
+from steadyrank.serve.server.hosting.colocated import LocalHandle
 from tests.http.conftest import FakeReranker, build
 
 pytestmark = pytest.mark.anyio
@@ -93,7 +93,7 @@ async def test_a_request_continues_the_clients_trace(spans: Any) -> None:
 
 
 async def test_search_spans_go_down_to_the_retriever(spans: Any) -> None:
-    from steadyrank.serve.app.deployments.searcher import Searcher
+    from steadyrank.serve.server.components.searcher import Searcher
 
     served = build({"server": {"tracing": True}})
     services = served.services
@@ -145,8 +145,8 @@ def test_without_opentelemetry_tracing_off_works_and_on_is_a_settings_error() ->
     script = """
 import sys
 sys.modules["opentelemetry"] = None  # not installed
-from steadyrank.serve.app import tracing
-from steadyrank.serve.app.settings import SettingsError, load_settings
+from steadyrank.serve import tracing
+from steadyrank.serve.settings import SettingsError, load_settings
 tracing.configure(load_settings({}).server.tracing)
 with tracing.span("nothing"):
     pass

@@ -94,8 +94,8 @@ def test_a_hub_id_in_the_settings_is_served_under_its_id(hub, hf_home, steadyran
     settings.write_text(f"reranker:\n  path: {REPO}\n  revision: v1\nquality:\n  enabled: false\n")
     script = (
         "import sys, json\n"
-        "from steadyrank.serve.app.builder import resolve_settings\n"
-        "from steadyrank.serve.app.dialects.names import ServedNames\n"
+        "from steadyrank.serve.server.hosting.builder import resolve_settings\n"
+        "from steadyrank.serve.server.http.dialects.names import ServedNames\n"
         "s = resolve_settings(sys.argv[1])\n"
         "print(json.dumps({'path': s.reranker.path, 'revision': s.reranker.revision,\n"
         "                  'names': list(ServedNames.from_settings(s).reranker)}))\n"

@@ -6,9 +6,9 @@ import unicodedata
 
 import pytest
 
-from steadyrank.serve.probes.ablations import ABLATIONS, NNBSP, ablate, gibberish_token, initials, parse_ablations
-from steadyrank.serve.probes.bundles import Bundle, Person, default_templates, generate, read_bundles, read_topics
-from steadyrank.serve.probes.levenshtein import distance
+from steadyrank.serve.tools.probes.ablations import ABLATIONS, NNBSP, ablate, gibberish_token, initials, parse_ablations
+from steadyrank.serve.tools.probes.bundles import Bundle, Person, default_templates, generate, read_bundles, read_topics
+from steadyrank.serve.tools.probes.levenshtein import distance
 
 TEMPLATES = default_templates()
 BUNDLE = Bundle("fr-1", "fr", Person("Hélène", "Dupont"), (Person("Marc", "Lefèvre"), Person("Zoé", "Martin")),

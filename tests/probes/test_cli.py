@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from steadyrank.serve.cli import main
-from steadyrank.serve.probes.bundles import generate
+from steadyrank.serve.cli.main import main
+from steadyrank.serve.tools.probes.bundles import generate
 
 
 def test_probe_names_from_a_bundle_file_with_json_and_plot(tmp_path, capsys):
@@ -67,8 +67,8 @@ def test_probe_noise_on_the_held_out_phrasings_reports_the_recovered_share(capsy
     """``--noise heldout``: only the held-out half of the queries, noised with the held-out fragments;
     the recovery per level is (denoised − noisy) / (clean − noisy) of the arms' means."""
     from steadyrank.retrieval.corpus import read_queries
-    from steadyrank.serve.app.default import DEMO_DIR
-    from steadyrank.serve.probes.phrasings import query_half
+    from steadyrank.serve.server.default import DEMO_DIR
+    from steadyrank.serve.tools.probes.phrasings import query_half
 
     assert main(["probe", "noise", "--noise", "heldout", "--beir", "demo", "--mode", "bm25", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from steadyrank.serve.probes.levenshtein import distance, near_miss
+from steadyrank.serve.tools.probes.levenshtein import distance, near_miss
 
 ALPHABET = "ab"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from steadyrank.serve.probes.margins import Margins, ProbeRow, margins, summarize
+from steadyrank.serve.tools.probes.margins import Margins, ProbeRow, margins, summarize
 
 
 def test_margins_follow_the_definitions():

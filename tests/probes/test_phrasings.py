@@ -8,9 +8,9 @@ from importlib import resources
 
 import pytest
 
-from steadyrank.serve.commands.probe import recovery
-from steadyrank.serve.probes import phrasings
-from steadyrank.serve.probes.noise import noise_templates
+from steadyrank.serve.cli.commands.probe import recovery
+from steadyrank.serve.tools.probes import phrasings
+from steadyrank.serve.tools.probes.noise import noise_templates
 
 
 def test_every_list_splits_into_two_disjoint_halves_that_make_it_up():
@@ -45,7 +45,7 @@ def test_the_phrasings_share_no_phrase_with_the_measurement_templates():
     """Written apart from serve/probes/data/noise_en.json: no fragment is one of the templates, and no
     fragment of more than two words holds or is held in a template (single greetings like "hello"
     are common to both)."""
-    data = json.loads(resources.files("steadyrank.serve.probes").joinpath("data/phrasings_en.json").read_text("utf-8"))
+    data = json.loads(resources.files("steadyrank.serve.tools.probes").joinpath("data/phrasings_en.json").read_text("utf-8"))
     mine = {f.lower().strip(" ,.!?") for key in phrasings.KEYS if key != "emoji" for f in data[key]}
     theirs = {t.lower().strip(" ,.!?") for key, items in noise_templates("en").items() if key != "emoji" for t in items}
     assert not mine & theirs

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from steadyrank.serve.quality.canary import agreement, compare
-from steadyrank.serve.quality.monitor import GoldenEvaluation
-from steadyrank.serve.quality.settings import CanaryRules
+from steadyrank.serve.server.quality.canary import agreement, compare
+from steadyrank.serve.server.quality.monitor import GoldenEvaluation
+from steadyrank.serve.settings.quality import CanaryRules
 
 RULES = CanaryRules(metrics=["ndcg@10"], margin=0.01, min_queries=10, resamples=500)
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from steadyrank.metrics import FormatError
-from steadyrank.serve.quality.golden import load_golden, normalise_query
+from steadyrank.serve.server.quality.golden_sets import load_golden, normalise_query
 
 
 def write_jsonl(path, records):

@@ -11,15 +11,15 @@ import pytest
 
 from steadyrank.retrieval.corpus import read_documents
 from steadyrank.retrieval.store import build_index
-from steadyrank.serve.app.builder import resolve_settings
-from steadyrank.serve.app.golden_guard import (
+from steadyrank.serve.server.golden_guard import (
     GoldenCoverageError,
     apply_guard,
     check_golden_coverage,
     missing_judged_ids,
 )
-from steadyrank.serve.app.settings import load_settings
-from steadyrank.serve.quality.golden import load_golden
+from steadyrank.serve.server.hosting.builder import resolve_settings
+from steadyrank.serve.server.quality.golden_sets import load_golden
+from steadyrank.serve.settings import load_settings
 from tests.retrieval.helpers import HashEmbedder
 
 DEMO = Path(__file__).resolve().parents[2] / "serve" / "data" / "demo"

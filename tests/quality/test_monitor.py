@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from steadyrank.metrics import evaluate
-from steadyrank.serve.quality.golden import RELEVANCE_TO_RUBRIC, GoldenQuery
-from steadyrank.serve.quality.monitor import GOLDEN_MEASURES, QualityWindow, evaluate_ranking
+from steadyrank.serve.server.quality.golden_sets import RELEVANCE_TO_RUBRIC, GoldenQuery
+from steadyrank.serve.server.quality.monitor import GOLDEN_MEASURES, QualityWindow, evaluate_ranking
 
 GOLDEN = GoldenQuery("q1", "how to list open ports", {"d1": 5, "d2": 4, "d3": 3, "d4": 2, "d9": 5})
 # d2 and d3 tie across rank 10 with two unjudged documents.

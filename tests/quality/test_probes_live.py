@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 import yaml
 
-from steadyrank.serve.probes.ablations import ablate
-from steadyrank.serve.probes.bundles import default_templates
-from steadyrank.serve.quality.probes import LiveProbes
-from steadyrank.serve.quality.settings import ProbeSettings
+from steadyrank.serve.server.quality.probes import LiveProbes
+from steadyrank.serve.settings.quality import ProbeSettings
 from steadyrank.serve.telemetry import MetricsStore, Recorder
+from steadyrank.serve.tools.probes.ablations import ablate
+from steadyrank.serve.tools.probes.bundles import default_templates
 from tests.prometheus_server import PrometheusServer
 
 ROOT = Path(__file__).resolve().parents[2]

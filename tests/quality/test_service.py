@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 
-from steadyrank.serve.quality.golden import GoldenQuery, GoldenSet
-from steadyrank.serve.quality.service import GoldenProfile, QualityService
-from steadyrank.serve.quality.settings import CanaryRules, QualitySettings
+from steadyrank.serve.server.quality.golden_sets import GoldenQuery, GoldenSet
+from steadyrank.serve.server.quality.service import GoldenProfile, QualityService
+from steadyrank.serve.settings.quality import CanaryRules, QualitySettings
 
 GOLDEN = GoldenSet({
     "q1": GoldenQuery("q1", "restart a systemd unit", {"d1": 5, "d2": 3, "d9": 1}),

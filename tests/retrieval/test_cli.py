@@ -8,7 +8,7 @@ import pytest
 
 from steadyrank.metrics.io import read_trec_run
 from steadyrank.retrieval.routing import load_settings
-from steadyrank.serve.cli import main
+from steadyrank.serve.cli.main import main
 from tests.retrieval.helpers import synthetic_documents, write_corpus
 
 QUERIES = {"q1": "glacier and ocean temperature", "q2": "central bank interest rates", "q3": "volcano earthquake risk"}

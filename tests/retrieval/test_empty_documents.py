@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from steadyrank.retrieval.corpus import CorpusError, read_corpus, read_documents
-from steadyrank.serve.cli import main
+from steadyrank.serve.cli.main import main
 from tests.retrieval.helpers import synthetic_documents, write_corpus
 
 EMPTY_IDS = ["d7", "d19"]

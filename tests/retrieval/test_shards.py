@@ -238,7 +238,7 @@ def test_cli_build_shards_search_equals_unsharded(tmp_path, capsys):
     """``steadyrank index build --shards 3`` (bundled MiniLM), then info, search and delete on it;
     the dense and hybrid TREC runs equal the unsharded index's."""
     from steadyrank.metrics.io import read_trec_run
-    from steadyrank.serve.cli import main
+    from steadyrank.serve.cli.main import main
     from tests.retrieval.helpers import write_corpus
 
     corpus = write_corpus(tmp_path / "corpus.jsonl", synthetic_documents(45, seed=5))

@@ -84,8 +84,8 @@ def test_bad_record_followed_by_good_ones_is_corruption(tmp_path):
 
 def test_cli_add_on_a_full_disk_says_nothing_was_added_in_one_line(index, tmp_path, monkeypatch, capsys):
     """``steadyrank index add`` when the disk fills: one line, exit code 2, nothing added."""
-    from steadyrank.serve.cli import main
-    from steadyrank.serve.commands import index as index_command
+    from steadyrank.serve.cli.commands import index as index_command
+    from steadyrank.serve.cli.main import main
 
     monkeypatch.setattr(index_command, "load_embedder_arg", lambda path, precision="auto": HashEmbedder())
     docs = tmp_path / "more.jsonl"

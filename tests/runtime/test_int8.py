@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+from steadyrank.serve.errors import UnsupportedModelError
 from steadyrank.serve.runtime import ModelSettings, load_embedder, load_scorer
-from steadyrank.serve.runtime.errors import UnsupportedModelError
 from steadyrank.serve.runtime.precision import choose_for
 
 QUERY = "how does a thermometer measure temperature"

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from steadyrank.serve.errors import InvalidInputError
 from steadyrank.serve.runtime import ModelSettings, load_embedder, load_scorer
 from steadyrank.serve.runtime.batching import run_batched_many
-from steadyrank.serve.runtime.errors import InvalidInputError
 from steadyrank.serve.runtime.lanes import forward_pool, lane_shape, start_lanes, use_forward_lanes
 
 

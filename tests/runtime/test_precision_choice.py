@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from steadyrank.serve.runtime.errors import UnsupportedModelError
+from steadyrank.serve.errors import UnsupportedModelError
 from steadyrank.serve.runtime.precision import (
     choose,
     choose_for,
@@ -101,8 +101,8 @@ def test_this_machine_resolves_from_its_own_flags() -> None:
 
 
 def test_serve_start_line_names_each_models_choice() -> None:
-    from steadyrank.serve.app.settings import load_settings
-    from steadyrank.serve.commands.serve import _precision_line
+    from steadyrank.serve.cli.commands.serve import _precision_line
+    from steadyrank.serve.settings import load_settings
 
     auto = choose_for("auto", "cpu").line()
     assert _precision_line(load_settings({"embedder": {"device": "cpu"}})) == f"embedder {auto}"

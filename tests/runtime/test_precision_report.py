@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from steadyrank.serve.cli import main
-from steadyrank.serve.precision.regimes import parse_regimes
-from steadyrank.serve.precision.stats import spearman, tie_statistics
+from steadyrank.serve.cli.main import main
 from steadyrank.serve.runtime.precision import choose_for
+from steadyrank.serve.tools.precision.regimes import parse_regimes
+from steadyrank.serve.tools.precision.stats import spearman, tie_statistics
 
 KS = ["1", "3", "5", "10", "20", "50", "100"]
 

@@ -95,8 +95,8 @@ def serve_app(ray_session, tmp_path_factory, tiny_cross_encoder_dir) -> Iterator
     """Deploy the application once; wait until /readyz answers 200; delete it at session end."""
     from ray import serve as ray_serve
 
-    from steadyrank.serve.app import build_app
-    from steadyrank.serve.app.settings import load_settings
+    from steadyrank.serve.server.hosting.builder import build_app
+    from steadyrank.serve.settings import load_settings
 
     settings = load_settings(app_settings(tmp_path_factory.mktemp("cache"), tiny_cross_encoder_dir))
     port = _free_port()
@@ -137,7 +137,7 @@ def app_beside(serve_app: ServeApp, settings: Any, name: str, timeout_s: float =
     300 s); delete it on the way out."""
     from ray import serve as ray_serve
 
-    from steadyrank.serve.app import build_app
+    from steadyrank.serve.server.hosting.builder import build_app
 
     ray_serve.run(build_app({"settings": settings}), name=name, route_prefix=f"/{name}")
     try:

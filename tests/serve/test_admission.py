@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from steadyrank.serve.app.admission import SIZE_WINDOW, RefusalPacer, WorkQueue
+from steadyrank.serve.server.admission import SIZE_WINDOW, RefusalPacer, WorkQueue
 
 
 def run_steady(queue: WorkQueue, rate: float, requests: int, units: int, start: float = 0.0) -> float:

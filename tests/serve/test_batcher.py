@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from steadyrank.serve.app.deployments.batcher import RequestBatcher
+from steadyrank.serve.server.components.batcher import RequestBatcher
 
 
 class Model:

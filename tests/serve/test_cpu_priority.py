@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from steadyrank.serve.app import cpu_priority
+from steadyrank.serve.server import cpu_priority
 from tests.retrieval.helpers import REPO
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pe
 CHILD = r"""
 import json, os, sys, threading
 from concurrent.futures import ThreadPoolExecutor
-from steadyrank.serve.app.cpu_priority import GIL_SWITCH_INTERVAL_S, favour_compute
+from steadyrank.serve.server.cpu_priority import GIL_SWITCH_INTERVAL_S, favour_compute
 
 nice = lambda tid: os.getpriority(os.PRIO_PROCESS, tid)
 idle = threading.Event()

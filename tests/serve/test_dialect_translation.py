@@ -8,12 +8,12 @@ import re
 import numpy as np
 import pytest
 
-from steadyrank.serve.app.dialects.contract import NON_BLANK, apply_limits, limited
-from steadyrank.serve.app.dialects.documents import TokenCutter, document_text
-from steadyrank.serve.app.dialects.embeddings import check_dimensions, shorten
-from steadyrank.serve.app.dialects.infinity import dialect_of
-from steadyrank.serve.app.dialects.names import ServedNames
-from steadyrank.serve.runtime.errors import InvalidInputError, NotFoundError
+from steadyrank.serve.errors import InvalidInputError, NotFoundError
+from steadyrank.serve.server.http.dialects.documents import TokenCutter, document_text
+from steadyrank.serve.server.http.dialects.embeddings import check_dimensions, shorten
+from steadyrank.serve.server.http.dialects.infinity import dialect_of
+from steadyrank.serve.server.http.dialects.names import ServedNames
+from steadyrank.serve.server.http.dialects.schema_limits import NON_BLANK, apply_limits, limited
 
 
 def test_document_text_follows_cohere_rank_fields() -> None:

@@ -9,7 +9,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from steadyrank.serve.app.lifecycle import drain_ingress
+from steadyrank.serve.launcher.lifecycle import drain_ingress
 
 
 class _Answer:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from steadyrank.serve.app.exposure import serve_http_host
+from steadyrank.serve.server.hosting.exposure import serve_http_host
 
 SERVE = Path(sys.executable).parent / "serve"
 REFUSAL = "no API key is configured and the server would listen on '0.0.0.0' (Ray Serve's http_options.host)"

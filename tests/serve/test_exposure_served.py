@@ -38,7 +38,7 @@ import json, socket, subprocess, sys, time
 from pathlib import Path
 import ray
 from ray import serve
-from steadyrank.serve.app import build_app
+from steadyrank.serve.server.hosting.builder import build_app
 
 work, serve_cli = Path(sys.argv[1]), sys.argv[2]
 settings = {"quality": {"enabled": False}, "cache_dir": str(work / "cache"),

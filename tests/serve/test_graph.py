@@ -8,9 +8,9 @@ import inspect
 
 import pytest
 
-from steadyrank.serve.app.graph import HUB, INGRESS_ARGS, Ref, components
-from steadyrank.serve.app.settings import load_settings
-from steadyrank.serve.quality.service import GoldenProfile
+from steadyrank.serve.server.hosting.graph import HUB, INGRESS_ARGS, Ref, components
+from steadyrank.serve.server.quality.service import GoldenProfile
+from steadyrank.serve.settings import load_settings
 
 
 def keys(graph) -> list[str]:
@@ -65,7 +65,7 @@ def test_every_handle_protocol_matches_its_deployment_class() -> None:
     import importlib
     from typing import get_origin, get_type_hints
 
-    from steadyrank.serve.app import handles
+    from steadyrank.serve.server import handles
 
     for protocol, (module, name) in handles.DEPLOYMENT_OF.items():
         cls = getattr(importlib.import_module(module), name).func_or_class  # under @serve.deployment

@@ -20,8 +20,8 @@ from ray.serve._private.haproxy import HAProxyConfig, _haproxy_fmt_literal
 from ray.serve._private.haproxy_templates import HAPROXY_CONFIG_TEMPLATE
 from ray.serve.config import HTTPOptions
 
-from steadyrank.serve.app.haproxy_listeners import BINARY_VARIABLE, install, loopback_binds
-from steadyrank.serve.app.ray_env import LOCAL_HEAD_ENV
+from steadyrank.serve.launcher.haproxy_listeners import BINARY_VARIABLE, install, loopback_binds
+from steadyrank.serve.launcher.ray_env import LOCAL_HEAD_ENV
 
 STATS, METRICS = 41404, 41101
 
@@ -87,7 +87,7 @@ def _in_fresh_python(code: str) -> str:
 def test_a_local_head_runs_ray_in_its_single_machine_mode_on_127_0_0_1() -> None:
     """Set before ray is imported, the switch makes the node address Ray gives this machine 127.0.0.1."""
     out = _in_fresh_python(
-        "import os\nfrom steadyrank.serve.app.ray_env import apply_local_head_env\n"
+        "import os\nfrom steadyrank.serve.launcher.ray_env import apply_local_head_env\n"
         "print(apply_local_head_env(os.environ))\n"
         "from ray._private.services import get_node_ip_address\nprint(get_node_ip_address())\n")
     assert out.splitlines() == [str(LOCAL_HEAD_ENV), "127.0.0.1"]
@@ -96,6 +96,6 @@ def test_a_local_head_runs_ray_in_its_single_machine_mode_on_127_0_0_1() -> None
 
 def test_ray_imported_before_the_switch_is_refused() -> None:
     """Ray reads the switch when it is imported: too late is an error, not a head on the network."""
-    out = _in_fresh_python("import ray\nfrom steadyrank.serve.app.ray_env import apply_local_head_env\n"
+    out = _in_fresh_python("import ray\nfrom steadyrank.serve.launcher.ray_env import apply_local_head_env\n"
                            "try:\n    apply_local_head_env({})\nexcept RuntimeError as e:\n    print('refused', e)\n")
     assert out.startswith("refused ray was imported before"), out

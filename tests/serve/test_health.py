@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from steadyrank.serve.app.deployments.metrics_hub import REPLICAS_METRIC, ReplicaGauge
-from steadyrank.serve.app.health import _answers, lost_nodes
+from steadyrank.serve.server.components.metrics_hub import REPLICAS_METRIC, ReplicaGauge
+from steadyrank.serve.server.hosting.health import _answers, lost_nodes
 
 
 def test_a_listening_port_answers_and_a_closed_one_does_not():

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from steadyrank.retrieval.store import build_index
-from steadyrank.serve.app.default import embedder_identity
 from steadyrank.serve.runtime import ModelSettings
+from steadyrank.serve.server.default import embedder_identity
 from tests.retrieval.helpers import REPO, HashEmbedder, synthetic_documents
 
 MODEL_FRAMEWORKS = ("torch", "transformers", "sentence_transformers")
@@ -28,7 +28,7 @@ def _loaded_after(code: str, settings: dict) -> set[str]:
     ``settings`` bound to the resolved settings) imported."""
     program = (
         "import json, sys\n"
-        "from steadyrank.serve.app.builder import resolve_settings\n"
+        "from steadyrank.serve.server.hosting.builder import resolve_settings\n"
         f"settings = resolve_settings(json.loads({json.dumps(json.dumps(settings))}))\n"
         f"{code}\n"
         f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(MODEL_FRAMEWORKS + INDEX_LIBRARIES)!r})))\n"
@@ -51,7 +51,7 @@ def _settings(tmp_path: Path, reranker: Path) -> dict:
 def test_driver_and_front_replicas_load_no_model_framework(tmp_path, tiny_cross_encoder_dir):
     settings = _settings(tmp_path, tiny_cross_encoder_dir)
     driver = (  # what `steadyrank serve` does before and while it deploys
-        "from steadyrank.serve.app.default import ensure_index, index_exists\n"
+        "from steadyrank.serve.server.default import ensure_index, index_exists\n"
         "from steadyrank.serve.app import build_app\n"
         "assert index_exists(settings)\n"
         "ensure_index(settings)\n"
@@ -59,11 +59,11 @@ def test_driver_and_front_replicas_load_no_model_framework(tmp_path, tiny_cross_
     )
     assert _loaded_after(driver, settings) == set()
     front = (  # what the Ingress and Searcher replicas build from the settings
-        "from steadyrank.serve.app.dialects.documents import TokenCutter\n"
-        "from steadyrank.serve.app.dialects.names import ServedNames\n"
-        "from steadyrank.serve.app.deployments.searcher import Searcher\n"
-        "from steadyrank.serve.app.deployments.metrics_hub import MetricsHub\n"
-        "import steadyrank.serve.app.ingress\n"
+        "from steadyrank.serve.server.http.dialects.documents import TokenCutter\n"
+        "from steadyrank.serve.server.http.dialects.names import ServedNames\n"
+        "from steadyrank.serve.server.components.searcher import Searcher\n"
+        "from steadyrank.serve.server.components.metrics_hub import MetricsHub\n"
+        "import steadyrank.serve.server.hosting.ingress\n"
         "names = ServedNames.from_settings(settings)\n"
         "assert names.embedder[0] == 'sentence-transformers/all-MiniLM-L6-v2', names\n"
         "cutter = TokenCutter(settings.reranker_model)\n"
@@ -75,7 +75,7 @@ def test_driver_and_front_replicas_load_no_model_framework(tmp_path, tiny_cross_
 def test_retriever_loads_the_index_but_no_model_framework(tmp_path, tiny_cross_encoder_dir):
     settings = _settings(tmp_path, tiny_cross_encoder_dir)
     retriever = (
-        "from steadyrank.serve.app.deployments.retriever import Retriever\n"
+        "from steadyrank.serve.server.components.retriever import Retriever\n"
         "r = Retriever.func_or_class(settings)\n"
         "pool = r._search('the river protects winter storms', None, 'bm25', 5, False)\n"
         "assert len(pool.doc_ids) == 5, pool\n"

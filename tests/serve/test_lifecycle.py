@@ -34,7 +34,7 @@ import httpx
 import psutil
 import pytest
 
-from steadyrank.serve.app.lifecycle import haproxies
+from steadyrank.serve.launcher.lifecycle import haproxies
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.lifecycle]
 

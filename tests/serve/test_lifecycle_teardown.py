@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from steadyrank.serve.app.lifecycle import haproxies, own_process_groups, reap, stop_front, workers_of
+from steadyrank.serve.launcher.lifecycle import haproxies, own_process_groups, reap, stop_front, workers_of
 
 
 def _free_port() -> int:

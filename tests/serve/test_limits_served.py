@@ -21,8 +21,8 @@ import httpx
 import psutil
 import pytest
 
-from steadyrank.serve.app.lifecycle import haproxies
-from steadyrank.serve.app.settings import LimitsSettings
+from steadyrank.serve.launcher.lifecycle import haproxies
+from steadyrank.serve.settings import LimitsSettings
 from tests.serve.test_lifecycle import Server, _haproxy_folder, server, shared  # noqa: F401 (the fixtures)
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.lifecycle, pytest.mark.ray]

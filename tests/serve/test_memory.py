@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="gl
 
 CHILD = """
 import json, threading, psutil
-from steadyrank.serve.app.memory import trim_freed_memory
+from steadyrank.serve.server.memory import trim_freed_memory
 
 pins = []
 

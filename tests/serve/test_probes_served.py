@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from steadyrank.serve.cli import main
+from steadyrank.serve.cli.main import main
 from tests.serve.conftest import ServeApp
 
 
@@ -41,8 +41,8 @@ def test_live_probes_through_the_searchers_reranker_handles(handle) -> None:
     """The shadow evaluator's live probe similarity: ``Searcher.probe_keys`` per variant (shadow work)."""
     import asyncio
 
-    from steadyrank.serve.quality.probes import LiveProbes
-    from steadyrank.serve.quality.settings import ProbeSettings
+    from steadyrank.serve.server.quality.probes import LiveProbes
+    from steadyrank.serve.settings.quality import ProbeSettings
 
     searcher = handle("Searcher")
 

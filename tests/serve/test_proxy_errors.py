@@ -26,8 +26,8 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from steadyrank.serve.app.proxy_errors import RETRY_AFTER_S, ProxyErrors, middlewares
-from steadyrank.serve.app.settings import LimitsSettings
+from steadyrank.serve.server.hosting.proxy_errors import RETRY_AFTER_S, ProxyErrors, middlewares
+from steadyrank.serve.settings import LimitsSettings
 
 
 def proxy_meeting(exc: BaseException) -> Callable[[Scope, Receive, Send], object]:

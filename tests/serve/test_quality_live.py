@@ -57,7 +57,7 @@ def test_shadow_scores_equal_user_scores(serve_app, handle):
     import numpy as np
 
     from steadyrank.retrieval.corpus import read_documents
-    from steadyrank.serve.app.default import DEMO_CORPUS
+    from steadyrank.serve.server.default import DEMO_CORPUS
 
     docs = [d.full_text for d in read_documents(DEMO_CORPUS)][:11]
     query = "how do I restart a systemd service"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from steadyrank.serve.app.ray_env import (
+from steadyrank.serve.launcher.ray_env import (
     HAPROXY_ENV_DEFAULTS,
     HAPROXY_FILE_VARIABLES,
     HAPROXY_PORT_VARIABLES,
@@ -78,7 +78,7 @@ def test_node_env_is_what_a_node_reads_and_its_proxy_callback_resolves() -> None
     from ray.serve._private.http_util import validate_http_proxy_callback_return
     from ray.serve._private.utils import call_function_from_import_path
 
-    from steadyrank.serve.app.proxy_errors import ProxyErrors
+    from steadyrank.serve.server.hosting.proxy_errors import ProxyErrors
 
     assert set(node_env()) == NODE_VARIABLES <= NOT_READ_BY_REPLICAS
     assert node_env()["RAY_worker_niceness"] == RAY_ENV_DEFAULTS["RAY_worker_niceness"]

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from steadyrank.serve.app.gpus import gpu_report, host_gpus
-from steadyrank.serve.app.overrides import ServeFlags, apply_flags
-from steadyrank.serve.app.settings import AuthSettings, SettingsError, is_loopback, load_settings, read_settings_file
+from steadyrank.serve.launcher.gpus import gpu_report, host_gpus
+from steadyrank.serve.launcher.overrides import ServeFlags, apply_flags
 from steadyrank.serve.runtime.hub import hub_id_of_cache_folder, is_hub_id
 from steadyrank.serve.runtime.settings import device_gpus
+from steadyrank.serve.settings import AuthSettings, SettingsError, is_loopback, load_settings, read_settings_file
 
 # -- model references ------------------------------------------------------------------------------
 

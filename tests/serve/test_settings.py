@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from steadyrank.serve.app.settings import AuthSettings, Settings, SettingsError, check_files, load_settings
+from steadyrank.serve.settings import AuthSettings, Settings, SettingsError, check_files, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,7 +120,7 @@ def test_serve_config_is_valid_ray_serve_config() -> None:
 
 
 def test_build_app_builds_the_graph_without_ray_running() -> None:
-    from steadyrank.serve.app import build_app
+    from steadyrank.serve.server.hosting.builder import build_app
 
     app = build_app({"settings": "deploy/settings.yaml"})
     assert type(app).__name__ == "Application"
@@ -168,8 +168,8 @@ def test_every_routing_field_is_a_setting_that_reaches_the_searcher(tmp_path: Pa
     from dataclasses import fields as dataclass_fields
 
     from steadyrank.retrieval.routing import RoutingSettings, save_settings
-    from steadyrank.serve.app.deployments.metrics_hub import MetricsHub
-    from steadyrank.serve.app.deployments.searcher import Searcher
+    from steadyrank.serve.server.components.metrics_hub import MetricsHub
+    from steadyrank.serve.server.components.searcher import Searcher
 
     assert set(ROUTING) == {f.name for f in dataclass_fields(RoutingSettings)}  # a new field needs a value here
     for name, default in RoutingSettings().to_json().items():
@@ -189,7 +189,7 @@ def test_routing_disable_switches_off_every_threshold() -> None:
     from typing import get_args
 
     from steadyrank.retrieval.routing import RoutingSignals, decide
-    from steadyrank.serve.app.settings import Signal
+    from steadyrank.serve.settings import Signal
 
     signals = RoutingSignals(n_candidates=100, boundary_gap=0.1, tail_mass=0.9, first_stage_gap=0.01)
     routing = {"boundary_below": 0.5, "tail_mass_above": 0.4, "first_stage_gap_below": 0.05}
@@ -204,7 +204,7 @@ def test_routing_disable_switches_off_every_threshold() -> None:
 
 
 def test_a_bare_yaml_off_is_the_off_denoise_mode(tmp_path) -> None:
-    from steadyrank.serve.app.settings import load_settings
+    from steadyrank.serve.settings import load_settings
 
     path = tmp_path / "s.yaml"
     path.write_text("search:\n  denoise: off\n")

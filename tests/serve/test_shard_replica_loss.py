@@ -15,9 +15,9 @@ import pytest
 
 from steadyrank.retrieval.corpus import Document
 from steadyrank.retrieval.shards import ShardAnswer, ShardHits
-from steadyrank.serve.app.colocated import LocalHandle
-from steadyrank.serve.app.deployments.shards import ShardedRetriever
-from steadyrank.serve.app.settings import load_settings
+from steadyrank.serve.server.hosting.colocated import LocalHandle
+from steadyrank.serve.server.hosting.shards import ShardedRetriever
+from steadyrank.serve.settings import load_settings
 from steadyrank.serve.telemetry import MetricsStore, Recorder
 
 VECTOR = np.zeros(4, np.float32)  # the query vector of a dense search (the stand-ins ignore it)

@@ -1,0 +1,80 @@
+"""``Embedder``: the bi-encoder — query embeddings for search and ``/v1/embeddings``, batched across requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from ray import serve
+
+from steadyrank.serve.server.components.batcher import RequestBatcher
+from steadyrank.serve.server.components.common import (
+    Ticket,
+    admitted,
+    apply_batch_config,
+    check_text_list,
+    model_executor,
+    run_batch,
+    set_compute_threads,
+    shadow_turn,
+)
+from steadyrank.serve.server.priority import ShadowGate
+from steadyrank.serve.settings import Settings, load_settings
+from steadyrank.serve.telemetry import Recorder
+
+
+@serve.deployment(name="Embedder")
+class Embedder:
+    """``embed(texts, count_tokens=False) -> {"vectors": float32 (n, dim) unit rows, "tokens": int | None}``."""
+
+    def __init__(self, settings: Settings | dict, hub: Any) -> None:
+        from steadyrank.serve.runtime import load_embedder
+
+        settings = load_settings(settings)
+        options = settings.deployments.embedder
+        set_compute_threads(options.torch_threads, options.forward_lanes)
+        self.model = load_embedder(settings.embedder)
+        self.executor = model_executor(settings.deployments.background_niceness)
+        self._batch = RequestBatcher(self._run_batch)  # limits from user_config (reconfigure)
+        self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
+        self.gate = ShadowGate(settings.quality.shadow_idle_s, settings.quality.shadow_max_wait_s)
+
+    def reconfigure(self, config: dict[str, Any]) -> None:
+        apply_batch_config(self._batch, config)
+
+    async def info(self) -> dict[str, Any]:
+        m = self.model
+        return {"model": m.model_id, "dim": m.dim, "precision": m.precision,
+                "precision_choice": m.precision_choice.facts(), "scoring": m.scoring,
+                "max_length": m.max_length}
+
+    async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None,
+                    shadow: bool = False) -> dict[str, Any]:
+        """``{"vectors": float32 (n, dim) unit rows, "tokens": int | None}`` (tokens after truncation).
+        ``deadline`` (epoch s): dropped unembedded once it passed (``DeadlineExceeded``).
+        ``shadow`` (a golden replay's or mirrored search's query): embedded only when user work
+        leaves room (:class:`~serve.app.priority.ShadowGate`, as in the Reranker), outside the
+        user batches; its vectors equal the user path's (one forward plan per request)."""
+        texts = check_text_list(texts, "input")
+        if not texts:
+            return {"vectors": np.zeros((0, self.model.dim), dtype=np.float32), "tokens": 0 if count_tokens else None}
+        job = (texts, bool(count_tokens))
+        if shadow:
+            return (await shadow_turn(self.gate, self.recorder, "embedder", self.executor, self._encode, [job]))[0]
+        async with self.gate.user():
+            return await admitted(self._batch, job, Ticket(deadline), self.recorder, "embedder")
+
+    async def _run_batch(self, jobs: list[tuple[tuple[list[str], bool], Ticket]]) -> list[Any]:
+        self.recorder.observe("steadyrank_batch_size", len(jobs), deployment="embedder")
+        return await run_batch(self.executor, jobs, self._encode, self.recorder, "embedder")
+
+    def _encode(self, jobs: list[tuple[list[str], bool]]) -> list[dict[str, Any]]:
+        """One forward plan per job, the jobs' batches sharing the forward lanes (as
+        :meth:`Reranker._score_jobs`): a request's vectors never depend on what else was in flight."""
+        vectors = self.model.encode_many([texts for texts, _ in jobs])
+        return [{"vectors": v, "tokens": self._tokens(texts) if count else None}
+                for v, (texts, count) in zip(vectors, jobs, strict=True)]
+
+    def _tokens(self, texts: list[str]) -> int:
+        ids = self.model.backend.tokenizer(texts, truncation=True, max_length=self.model.max_length)["input_ids"]
+        return int(sum(len(x) for x in ids))

@@ -1,0 +1,162 @@
+"""``Reranker`` (and ``CanaryReranker``, the same class): a scoring model with HPS and tie facts.
+
+``score(query, docs, shadow=False)`` → FP32 scores, rank keys and truncation flags;
+``rerank(query, docs, top_n)`` → the full ranking with tie facts; ``fp32_keys(query, docs,
+shadow=False)`` for boundary re-scoring. The user requests of a batch run in one compute-thread
+call, each with its own forward plan (bitwise-stable scores); shadow work (``shadow=True``) runs
+in small chunks behind user work (:mod:`serve.app.priority`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from ray import serve
+
+from steadyrank.retrieval.ranking import rank_async
+from steadyrank.serve.errors import InvalidInputError, check_rerank_args
+from steadyrank.serve.server.calls import RerankOutcome, Variant
+from steadyrank.serve.server.components.batcher import RequestBatcher
+from steadyrank.serve.server.components.common import (
+    Ticket,
+    admitted,
+    apply_batch_config,
+    check_text_list,
+    model_executor,
+    run_batch,
+    run_in,
+    set_compute_threads,
+    shadow_turn,
+)
+from steadyrank.serve.server.priority import ShadowGate, chunks
+from steadyrank.serve.settings import Settings, load_settings
+from steadyrank.serve.telemetry import Recorder
+
+
+@serve.deployment(name="Reranker")
+class Reranker:
+    """A scoring model (cross-encoder, causal-LM reranker or bi-encoder).
+
+    ``role`` is ``primary`` (serves users) or ``canary`` (shadow copies); it only labels metrics.
+    """
+
+    def __init__(self, settings: Settings | dict, model: Any, role: Variant, hub: Any) -> None:
+        from steadyrank.serve.runtime import ModelSettings, load_scorer
+
+        settings = load_settings(settings)
+        options = settings.deployments.reranker if role == "primary" else settings.deployments.canary_reranker
+        set_compute_threads(options.torch_threads, options.forward_lanes)
+        self.scorer = load_scorer(ModelSettings.model_validate(model))
+        self.executor = model_executor(settings.deployments.background_niceness)
+        self._batch = RequestBatcher(self._run_batch)  # limits from user_config (reconfigure)
+        self.role = role
+        self.label = "reranker" if role == "primary" else "canary_reranker"
+        quality = settings.quality
+        self.gate = ShadowGate(quality.shadow_idle_s, quality.shadow_max_wait_s)
+        self.shadow_chunk_docs = quality.shadow_chunk_docs
+        self._twin_lock = threading.Lock()
+        self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
+
+    def reconfigure(self, config: dict[str, Any]) -> None:
+        apply_batch_config(self._batch, config)
+
+    async def info(self) -> dict[str, Any]:
+        from steadyrank.serve.runtime.lanes import lane_shape
+
+        s = self.scorer
+        lanes, threads_per_lane = lane_shape()
+        return {"model": s.model_id, "kind": s.kind, "precision": s.precision,
+                "precision_choice": s.precision_choice.facts(), "scoring": s.scoring,
+                "max_length": s.settings.max_length, "role": self.role,
+                "rescore_boundary_ties": s.rescores_boundary_ties, "forward_lanes": lanes,
+                "torch_threads_per_lane": threads_per_lane}
+
+    async def score(self, query: str, documents: list[str], shadow: bool = False,
+                    deadline: float | None = None) -> dict[str, np.ndarray]:
+        """``{"scores", "keys"}`` float32 (n,) and ``"truncated"`` bool (n,), in input order.
+
+        ``deadline`` (epoch s): a user request still queued when it passes (or whose caller gave
+        up) is dropped before its forward pass (``DeadlineExceeded``; counted).
+
+        ``shadow`` (evaluator traffic): scored in chunks of ``quality.shadow_chunk_docs`` documents,
+        each started only when user work leaves room (:class:`~serve.app.priority.ShadowGate`).
+        In FP32 the scores equal those of the user path up to FP32 rounding; below FP32 a
+        document's logit may differ in its last bits, as it does between user batches.
+        """
+        if not isinstance(query, str):
+            raise InvalidInputError("query must be a string")
+        documents = check_text_list(documents, "documents")
+        if not documents:
+            return {"scores": np.zeros(0, np.float32), "keys": np.zeros(0, np.float32), "truncated": np.zeros(0, bool)}
+        if shadow:
+            parts = [(await self._shadow_turn(self._score_jobs, [(query, list(part))]))[0]
+                     for part in chunks(documents, self.shadow_chunk_docs)]
+            return {name: np.concatenate([p[name] for p in parts]) for name in ("scores", "keys", "truncated")}
+        async with self.gate.user():
+            return await admitted(self._batch, (query, documents), Ticket(deadline), self.recorder, self.label)
+
+    async def fp32_keys(self, query: str, documents: list[str], shadow: bool = False) -> np.ndarray:
+        """Rank keys of ``documents`` from an FP32 forward pass (boundary re-scoring); ``shadow`` as
+        in :meth:`score` (one chunk: a tie group is small)."""
+        documents = check_text_list(documents, "documents")
+        if shadow:
+            return await self._shadow_turn(self._fp32_keys, query, documents)
+        async with self.gate.user():
+            return await run_in(self.executor, self._fp32_keys, query, documents)
+
+    async def _shadow_turn(self, fn: Any, *args: Any) -> Any:
+        return await shadow_turn(self.gate, self.recorder, self.label, self.executor, fn, *args)
+
+    def _fp32_keys(self, query: str, documents: list[str]) -> np.ndarray:
+        with self._twin_lock:  # the FP32 twin is loaded once, lazily
+            return self.scorer.fp32_keys([(query, d) for d in documents])
+
+    async def rerank(self, query: str, documents: list[str], top_n: int | None = None, record: bool = True,
+                     deadline: float | None = None) -> RerankOutcome:
+        """The ranking of ``documents`` for ``query`` (:func:`retrieval.ranking.rank`) as a
+        :class:`~serve.contracts.RerankOutcome`. ``record`` = count it as user traffic in the metrics.
+        """
+        started = time.perf_counter()
+        documents = check_rerank_args(query, check_text_list(documents, "documents"), top_n)
+        scored = await self.score(query, documents, deadline=deadline)
+
+        async def rescore(indices: np.ndarray) -> np.ndarray:
+            return await self.fp32_keys(query, [documents[i] for i in indices])
+
+        ranking = await rank_async(scored["keys"], top_n, rescore if self.scorer.rescores_boundary_ties else None)
+        result = RerankOutcome(
+            scores=scored["scores"], order=[int(i) for i in ranking.order],
+            tie_groups=[g.tolist() for g in ranking.tie_groups], tie_at_cutoff=bool(ranking.tie_at_cutoff),
+            tie_group_size_at_cutoff=int(ranking.tie_group_size_at_cutoff), rescored=int(ranking.rescored),
+            truncated=np.flatnonzero(scored["truncated"]).tolist(), model=self.scorer.model_id,
+            precision=self.scorer.precision, scoring=self.scorer.scoring)
+        if record:
+            rec = self.recorder
+            rec.observe("steadyrank_stage_duration_seconds", time.perf_counter() - started, stage="rerank")
+            rec.observe("steadyrank_candidates_reranked", len(documents))
+            record_ties(rec, ranking.tie_group_size_at_cutoff, ranking.rescored)
+        return result
+
+    async def _run_batch(self, jobs: list[tuple[tuple[str, list[str]], Ticket]]) -> list[Any]:
+        self.recorder.observe("steadyrank_batch_size", len(jobs), deployment=self.label)
+        return await run_batch(self.executor, jobs, self._score_jobs, self.recorder, self.label)
+
+    def _score_jobs(self, jobs: list[tuple[str, list[str]]]) -> list[dict[str, np.ndarray]]:
+        """One forward plan per job, all in this one compute-thread call (the jobs' batches share
+        the forward lanes, :meth:`Scorer.score_many`): a request's scores depend on its own pairs
+        only, never on what else was in flight (rows of other requests would change the padded
+        shapes, and with them the last bits of FP32 results)."""
+        scored = self.scorer.score_many([[(query, doc) for doc in docs] for query, docs in jobs])
+        return [{"scores": s.scores, "keys": s.keys, "truncated": s.truncated} for s in scored]
+
+
+def record_ties(recorder: Recorder, straddling_size: int, rescored: int) -> None:
+    """Tie metrics of one user ranking: the group straddling the cutoff and its re-scoring."""
+    if straddling_size:
+        recorder.inc("steadyrank_ties_at_cutoff_total")
+        recorder.observe("steadyrank_tie_group_size_at_cutoff", straddling_size)
+    if rescored:
+        recorder.inc("steadyrank_rescored_ties_total", rescored)

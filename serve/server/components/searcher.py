@@ -1,0 +1,139 @@
+"""``Searcher``: runs the search pipeline (:mod:`retrieval.pipeline`) over the model deployments' handles."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+from ray import serve
+
+from steadyrank.retrieval.modes import Mode
+from steadyrank.retrieval.pipeline import CandidatePool, PassScores, Ranked, SearchModels, search
+from steadyrank.retrieval.rewrite import LlmRewriter
+from steadyrank.retrieval.routing import Route
+from steadyrank.serve import tracing
+from steadyrank.serve.errors import EmptyInputError, InvalidInputError
+from steadyrank.serve.server.calls import SearchCall, SearchOutcome
+from steadyrank.serve.server.components.reranker import record_ties
+from steadyrank.serve.settings import Settings, load_settings
+from steadyrank.serve.telemetry import Recorder
+
+
+@serve.deployment(name="Searcher")
+class Searcher:
+    """``search(call)`` → :class:`~serve.contracts.SearchOutcome`; the pipeline's model calls are
+    the Embedder, Retriever and (primary or canary) Reranker handles."""
+
+    def __init__(self, settings: Settings | dict, embedder: Any, retriever: Any, reranker: Any,
+                 canary: Any, hub: Any) -> None:
+        settings = load_settings(settings)
+        self.settings = settings
+        self.policy = settings.routing_policy()
+        self.route: Route = settings.routing.route
+        self.embedder, self.retriever = embedder, retriever
+        self.rerankers = {"primary": reranker, "canary": canary}
+        models = {"primary": settings.reranker_model, "canary": settings.canary}
+        self.rescore_on = {v: m is not None and m.rescores_boundary_ties for v, m in models.items()}
+        # the primary reranker is the embedder: rerank from the index's stored vectors
+        self.stored_vectors = {"primary": settings.reranker_model.same_vectors(settings.embedder), "canary": False}
+        self.facts: dict[str, dict[str, Any]] = {}
+        llm = settings.search.denoise_llm
+        self.rewriter = None if llm is None else LlmRewriter(llm.rewriter_settings())
+        self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
+
+    async def _facts(self, variant: str) -> dict[str, Any]:
+        if variant not in self.facts:
+            self.facts[variant] = await self.rerankers[variant].info.remote()
+        return self.facts[variant]
+
+    async def ready(self) -> dict[str, Any]:
+        """Model and index facts of every component (raises if one is not reachable)."""
+        checks = {
+            "embedder": self.embedder.info.remote(),
+            "retriever": self.retriever.info.remote(),
+            "reranker": self.rerankers["primary"].info.remote(),
+        }
+        if self.rerankers["canary"] is not None:
+            checks["canary_reranker"] = self.rerankers["canary"].info.remote()
+        return {name: await response for name, response in checks.items()}
+
+    def _models(self, call: SearchCall) -> SearchModels:
+        reranker = self.rerankers[call.variant]
+
+        async def embed(query: str) -> np.ndarray:
+            with tracing.span("embedder.embed", texts=1):
+                return (await self.embedder.embed.remote([query], deadline=call.deadline, shadow=call.shadow))["vectors"][0]
+
+        async def retrieve(query: str, vector: np.ndarray | None, mode: Mode, depth: int,
+                           with_vectors: bool) -> CandidatePool:
+            with tracing.span("retriever.search", mode=mode, depth=depth):
+                return await self.retriever.search.remote(query, vector, mode, depth, with_vectors)
+
+        async def score(query: str, texts: list[str]) -> PassScores:
+            with tracing.span("reranker.score", documents=len(texts), variant=call.variant):
+                out = await reranker.score.remote(query, texts, shadow=call.shadow, deadline=call.deadline)
+            return PassScores(out["scores"], out["keys"])
+
+        async def fp32_keys(query: str, texts: list[str]) -> np.ndarray:
+            with tracing.span("reranker.fp32_keys", documents=len(texts), variant=call.variant):
+                return await reranker.fp32_keys.remote(query, texts, shadow=call.shadow)
+
+        return SearchModels(retrieve=retrieve, embed=embed, score=score,
+                            fp32_keys=fp32_keys if self.rescore_on[call.variant] else None,
+                            stored_vectors=self.stored_vectors[call.variant], rewriter=self.rewriter)
+
+    async def search(self, request: SearchCall | dict[str, Any]) -> SearchOutcome:
+        """Search one query (:class:`~serve.contracts.SearchCall`: ``query``, ``top_n`` (default
+        ``routing.top_n``), ``mode`` (default ``search.default_mode``), ``shadow`` (evaluator
+        traffic: not counted in the user metrics), ``variant``, ``route`` (override),
+        ``return_documents``). Raises :class:`InvalidInputError` for a bad request."""
+        started = time.perf_counter()
+        try:
+            call = SearchCall.model_validate(request)
+        except ValidationError as exc:
+            raise InvalidInputError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+        if not call.query.strip():
+            raise EmptyInputError("query must not be empty")
+        if self.rerankers[call.variant] is None:
+            raise InvalidInputError(f"variant {call.variant!r} is not configured (no canary reranker)")
+        top_n = call.top_n or self.policy.top_n
+        if top_n > self.settings.limits.max_top_n:
+            raise InvalidInputError(f"top_n must be ≤ {self.settings.limits.max_top_n}, got {top_n}")
+        mode = call.mode or self.settings.search.default_mode
+        policy = replace(self.policy, top_n=top_n, k_low=min(max(self.policy.k_low, top_n), self.policy.k_high))
+        denoise = call.denoise or self.settings.search.denoise
+        if denoise == "llm" and self.rewriter is None:  # no endpoint configured: llm's own fallback, rules
+            denoise = "rules"
+        ranked = await search(call.query, mode, self._models(call), policy, call.route or self.route, denoise)
+        facts = await self._facts(call.variant)
+        outcome = SearchOutcome.build(ranked, call, top_n=top_n, mode=mode, facts=facts,
+                                      total_s=time.perf_counter() - started)
+        if not call.shadow:
+            self._record(ranked)
+        return outcome
+
+    async def probe_keys(self, variant: str, items: list[tuple[str, list[str]]]) -> list[np.ndarray]:
+        """FP32 rank keys of each (query, candidate texts) through ``variant``'s reranker, as shadow
+        work: the live Δ-margin probes' similarity (:mod:`serve.quality.probes`)."""
+        reranker = self.rerankers[variant]
+        if reranker is None:
+            raise InvalidInputError(f"variant {variant!r} is not configured (no canary reranker)")
+        return [np.asarray((await reranker.score.remote(query, texts, shadow=True))["keys"], dtype=np.float32)
+                for query, texts in items]
+
+    def _record(self, ranked: Ranked) -> None:
+        rec = self.recorder
+        for stage, seconds in ranked.timings.items():
+            rec.observe("steadyrank_stage_duration_seconds", seconds, stage=stage)
+        rec.observe("steadyrank_candidates_reranked", ranked.k)
+        decision, ranking = ranked.decision, ranked.ranking
+        # the pipeline always reranks here (_models passes a score): a ranking and a routing decision
+        assert decision is not None and ranking is not None
+        rec.inc("steadyrank_route_decisions_total", escalated="true" if decision.escalated else "false")
+        if decision.escalated:
+            for code in set(decision.codes):
+                rec.inc("steadyrank_escalations_total", reason=code)
+        record_ties(rec, ranking.tie_group_size_at_cutoff, ranking.rescored)

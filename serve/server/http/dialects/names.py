@@ -1,0 +1,48 @@
+"""Model names: the served ids, their aliases (settings ``served``) and the 404 for any other name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from steadyrank.serve.errors import NotFoundError
+
+Task = Literal["reranker", "embedder"]
+
+
+@dataclass(frozen=True)
+class ServedNames:
+    """Accepted ``model`` values per task: the served id first, then the aliases."""
+
+    reranker: tuple[str, ...]
+    embedder: tuple[str, ...]
+    embedder_dim: int
+    matryoshka: bool
+
+    @classmethod
+    def from_settings(cls, settings: object) -> ServedNames:
+        """Read the ids from the model files (no weights loaded) and the aliases from ``served``."""
+        from steadyrank.serve.runtime.inspection import inspect_model, model_id
+        from steadyrank.serve.server.default import embedder_identity
+
+        served = settings.served  # type: ignore[attr-defined]
+        embedder_id, dim = embedder_identity(settings.embedder)  # type: ignore[attr-defined]
+        reranker_id = model_id(inspect_model(settings.reranker_model))  # type: ignore[attr-defined]
+        return cls(
+            reranker=tuple(dict.fromkeys([reranker_id, *served.reranker.aliases])),
+            embedder=tuple(dict.fromkeys([embedder_id, *served.embedder.aliases])),
+            embedder_dim=dim,
+            matryoshka=served.embedder.matryoshka,
+        )
+
+    def names(self, task: Task) -> tuple[str, ...]:
+        return self.reranker if task == "reranker" else self.embedder
+
+    def resolve(self, task: Task, requested: str | None) -> str:
+        """The served id for ``requested`` (None = the served model); :class:`NotFoundError` listing the
+        accepted names for any other name."""
+        names = self.names(task)
+        if requested is None or requested in names:
+            return names[0]
+        listed = ", ".join(repr(n) for n in names)
+        raise NotFoundError(f"model {requested!r} is not served here; this endpoint serves {listed}")

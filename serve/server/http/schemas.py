@@ -1,0 +1,307 @@
+"""Request and response schemas of the HTTP API, in one module (as vLLM's OpenAI protocol).
+
+- ``POST /v1/rerank``: Cohere/Jina-shaped. Results are sorted by score descending; equal scores
+  keep input order (lower ``index`` first) — except a tie straddling ``top_n`` that boundary
+  re-scoring settled with FP32 forward scores (``meta.rescored_ties`` > 0).
+- ``POST /v1/search``: retrieve, rerank with dynamic K, return the top ``top_n``.
+- ``POST /v1/embeddings``: OpenAI-shaped.
+
+Unknown request fields of these routes are ignored (clients of other rerank APIs send extras);
+the dialect routes (``serve.app.dialects``) refuse them. Limits that depend on the server's
+settings are stated in the served OpenAPI schema through ``dialects.contract.limited`` markers; the
+list limits among them bound the parse itself (``dialects.contract.bounded``: 413 at the first item
+over), the others are checked by the ingress after the schema (400/413). Response bodies forbid undeclared fields.
+The internal contracts (the ``Searcher``'s :class:`SearchCall` → :class:`SearchOutcome`, the
+``Reranker``'s :class:`RerankOutcome`, ``Variant``) live in ``serve.contracts`` and are re-exported
+here for the routes.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Sequence
+from typing import Annotated, Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictBool,
+    ValidationInfo,
+    field_validator,
+)
+
+from steadyrank.retrieval.modes import Mode
+from steadyrank.retrieval.rewrite import DenoiseMode
+from steadyrank.serve.server.calls import (
+    Candidate,
+    RerankOutcome,
+    ResponseModel,
+    SearchMeta,
+    SearchOutcome,
+    SearchResult,
+)
+from steadyrank.serve.server.http.dialects.schema_limits import limited, non_blank
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _integral(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# JSON Schema's integer and boolean, exactly: 3 and 3.0 are integers, "3" and true are not; 0 is not false.
+Integer = Annotated[int, Strict(), BeforeValidator(_integral)]
+PositiveInteger = Annotated[int, Field(ge=1), Strict(), BeforeValidator(_integral)]
+Flag = StrictBool
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class JinaText(BaseModel):
+    """An embedding input given as an object (Jina ``{"text": ...}``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(..., json_schema_extra=non_blank(maxLength="max_document_chars"))
+
+
+# ---------------------------------------------------------------------------------------------
+# /v1/rerank
+
+
+DocumentText = Annotated[str, Field(json_schema_extra=limited(maxLength="max_document_chars"))]
+Query = Annotated[str, Field(description="the query", json_schema_extra=non_blank(maxLength="max_query_chars"))]
+
+
+class RerankRequest(_Request):
+    model: str | None = Field(None, description="a served model name (see GET /v1/models); omitted = the served "
+                                                "reranker", json_schema_extra=limited(enum="reranker_names"))
+    query: Query
+    documents: list[DocumentText | dict[str, Any]] = Field(
+        ..., description="strings, or objects ranked on their `text` field or on `rank_fields`",
+        json_schema_extra={"minItems": 1, **limited(maxItems="max_documents")})
+    top_n: PositiveInteger | None = Field(None, description="results to return (default: all)")
+    return_documents: Flag | None = Field(False, description="include each document (as sent) in the results")
+    rank_fields: list[str] | None = Field(
+        None, description="object documents: the fields ranked on, in this order (Cohere v1: the YAML of "
+                          "these fields; fields a document lacks are skipped); default: `text`",
+        json_schema_extra=limited(maxItems="max_rank_fields"))
+    max_chunks_per_doc: Annotated[int, Field(ge=1, le=1), Strict(), BeforeValidator(_integral)] | None = Field(
+        None, description="Cohere v1: only 1 is served — each document is scored on its first chunk of the "
+                          "model's max_length tokens (meta.truncated lists the cut ones)")
+
+
+class RerankDocument(ResponseModel):
+    text: str
+
+
+class RerankResult(ResponseModel):
+    index: int = Field(..., description="position of the document in the request")
+    relevance_score: float = Field(..., description="FP32 score (HPS: φ of FP32-upcast logits)")
+    document: RerankDocument | dict[str, Any] | None = Field(None, description="the document as sent "
+                                                                                "(strings as {\"text\": ...})")
+    omit_none: ClassVar[tuple[str, ...]] = ("document",)
+
+
+class RerankMeta(ResponseModel):
+    precision: str = Field(..., description="forward-pass precision the reranker runs in (fp32, bf16, fp16, int8; "
+                                            "precision auto reports what it resolved to)")
+    scoring: Literal["hps", "native"]
+    tie_groups: list[list[int]] = Field(..., description="groups (≥ 2) of documents with exactly equal rank keys, in rank order")
+    tie_at_cutoff: bool = Field(..., description="a tie group still straddles top_n")
+    rescored_ties: int = Field(..., description="documents re-scored in FP32 to settle a tie at top_n")
+    truncated: list[int] = Field(..., description="documents cut to the model's max_length")
+
+
+class RerankResponse(ResponseModel):
+    id: str
+    model: str
+    results: list[RerankResult]
+    meta: RerankMeta
+
+    @classmethod
+    def build(cls, ranked: RerankOutcome, documents: Sequence[str | dict[str, Any]], top_n: int | None,
+              return_documents: bool) -> RerankResponse:
+        """From the Reranker deployment's ``rerank`` answer: the first ``top_n`` (all when None), each
+        document as sent when ``return_documents`` (a string as ``{"text": ...}``)."""
+
+        def sent(document: str | dict[str, Any]) -> dict[str, Any]:
+            return {"text": document} if isinstance(document, str) else document
+
+        results = [RerankResult(index=i, relevance_score=float(ranked.scores[i]),
+                                document=sent(documents[i]) if return_documents else None)
+                   for i in ranked.served_order(top_n)]
+        return cls(id=new_id(), model=ranked.model, results=results, meta=RerankMeta(**ranked.tie_facts()))
+
+
+# ---------------------------------------------------------------------------------------------
+# /v1/search
+
+
+class SearchRequest(_Request):
+    query: Query
+    top_n: PositiveInteger | None = Field(None, description="results to return (default: routing.top_n)",
+                              json_schema_extra=limited(maximum="max_top_n"))
+    mode: Mode | None = Field(None, description="dense, bm25 or hybrid (default: search.default_mode)")
+    return_documents: Flag = Field(True, description="include each result's text")
+    return_candidates: Flag = Field(False, description="also return every reranked candidate (id, score)")
+    denoise: DenoiseMode | None = Field(None, description="query denoising: off, rules or llm (default: search.denoise; llm "
+                                                          "falls back to rules where search.denoise_llm is unset); "
+                                                          "meta.query shows the original and rewritten query")
+
+
+class SearchResponse(ResponseModel):
+    id: str
+    results: list[SearchResult]
+    meta: SearchMeta
+    candidates: list[Candidate] | None = None
+    omit_none: ClassVar[tuple[str, ...]] = ("candidates",)
+
+    @classmethod
+    def build(cls, outcome: SearchOutcome, return_candidates: bool) -> SearchResponse:
+        return cls(id=new_id(), results=outcome.results, meta=outcome.meta,
+                   candidates=outcome.candidates if return_candidates else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# /v1/embeddings
+
+
+EmbeddingText = Annotated[str, Field(json_schema_extra=non_blank(maxLength="max_document_chars"))]
+
+
+class EmbeddingRequest(_Request):
+    input: EmbeddingText | list[EmbeddingText | JinaText] = Field(
+        ..., description="a string, a list of strings, or Jina's list of objects {\"text\": string}",
+        json_schema_extra={"minItems": 1, **limited(maxItems="max_embedding_inputs")})
+    model: str | None = Field(None, description="a served model name (see GET /v1/models); omitted = the served "
+                                                "embedder", json_schema_extra=limited(enum="embedder_names"))
+    encoding_format: Literal["float", "base64"] | None = "float"
+    dimensions: Integer | None = Field(
+        None, description="the model's dimension, or fewer for an embedder declared Matryoshka "
+                          "(served.embedder.matryoshka: the first `dimensions` values, renormalised)",
+        json_schema_extra=limited(minimum="embedder_min_dim", maximum="embedder_dim"))
+    user: str | None = Field(None, description="an end-user id (OpenAI); accepted and not used, as by OpenAI's "
+                                               "embeddings")
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _strings(cls, value: Any, info: ValidationInfo) -> Any:
+        """Token-id inputs named before the union's errors; a list longer than the server's limit (the
+        validation context's ``max_embedding_inputs``) is left unread to that limit (413)."""
+        limit = (info.context or {}).get("max_embedding_inputs")
+        if not isinstance(value, list) or (limit is not None and len(value) > limit):
+            return value
+        if value and not all(isinstance(v, (str, dict)) for v in value):
+            bad = next(i for i, v in enumerate(value) if not isinstance(v, (str, dict)))
+            raise ValueError(f"input[{bad}] must be a string or an object {{\"text\": string}} "
+                             "(token-id inputs are not supported)")
+        return value
+
+    def texts(self) -> list[str]:
+        """The input as a list of strings."""
+        if isinstance(self.input, str):
+            return [self.input]
+        return [item if isinstance(item, str) else item.text for item in self.input]
+
+
+class EmbeddingData(ResponseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str
+
+
+class Usage(ResponseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingResponse(ResponseModel):
+    object: Literal["list"] = "list"
+    data: list[EmbeddingData]
+    model: str
+    usage: Usage
+
+    @staticmethod
+    def payload(vectors: np.ndarray, tokens: int, model: str,
+                encoding_format: Literal["float", "base64"]) -> dict[str, Any]:
+        """The response's JSON content (this model's shape): ``float``: each FP32 vector as a float64
+        numpy row, its values exactly, which the JSON response class writes without a Python object
+        per float (a model of 512 × 384 floats took ~70 ms to validate); ``base64``: little-endian
+        float32 bytes of each vector."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if encoding_format == "base64":
+            rows: list[Any] = [base64.b64encode(v.astype("<f4").tobytes()).decode() for v in vectors]
+        else:
+            rows = list(vectors.astype(np.float64))
+        return {"object": "list", "data": [{"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(rows)],
+                "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+
+# ---------------------------------------------------------------------------------------------
+# /v1/models
+
+
+class ModelCard(BaseModel):
+    """One served model: OpenAI's fields plus the model facts of its deployment (``info``); an
+    alias's card names its model in ``root``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    object: Literal["model"] = "model"
+    owned_by: str = "steadyrank"
+    task: Literal["embeddings", "rerank"]
+
+
+class ModelList(ResponseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+    @classmethod
+    def build(cls, served: list[tuple[Literal["embeddings", "rerank"], dict[str, Any], tuple[str, ...]]]) -> ModelList:
+        """The list of ``(task, model facts, aliases)``: each model's card (with its ``aliases``),
+        then one card per alias (``root`` = the model's id)."""
+        data = []
+        for task, facts, aliases in served:
+            # aliases, root and the facts are extra fields (extra="allow"), which the typed __init__ does not take
+            data.append(ModelCard.model_validate(dict(id=facts["model"], task=task, **facts, aliases=list(aliases))))
+            data += [ModelCard.model_validate({"id": alias, "task": task, "root": facts["model"]}) for alias in aliases]
+        return cls(data=data)
+
+
+# ---------------------------------------------------------------------------------------------
+# health
+
+
+class HealthResponse(ResponseModel):
+    status: Literal["ok"]
+
+
+ReadyStatus = Literal["ready", "degraded", "draining", "not_ready"]
+
+
+class ReadyResponse(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    status: ReadyStatus
+    checks: dict[str, Any]
+
+
+class ErrorDetail(ResponseModel):
+    type: str
+    message: str
+    request_id: str | None = Field(None, description="the request's id (its X-Request-Id): quote it when reporting")
+
+
+class ErrorResponse(ResponseModel):
+    error: ErrorDetail

@@ -1,0 +1,182 @@
+"""The internal rerank, embedding and search paths the routes end in: the body parsed once, under
+its list limits (:func:`~serve.app.dialects.contract.bounded`: a list over its limit is refused at
+its (limit + 1)-th item), then the limits (counts, then sizes, before any per-document work), the
+per-document work (rendering, tokenising: off the event loop, under the request's deadline), then
+the call through the gateway under work-based admission."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import from_json
+from starlette.requests import Request
+
+from steadyrank.serve import tracing
+from steadyrank.serve.errors import EmptyInputError, InputTooLongError, InvalidInputError
+from steadyrank.serve.server.calls import RerankOutcome, SearchCall, SearchOutcome
+from steadyrank.serve.server.http.dialects.documents import DocumentInput, document_texts
+from steadyrank.serve.server.http.dialects.schema_limits import bounded
+from steadyrank.serve.server.http.errors import schema_error, too_many_items
+from steadyrank.serve.server.http.gateway import Gateway, past_deadline
+from steadyrank.serve.server.http.services import Services, search_work
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+
+def parse(body: bytes, model: type[M], context: dict[str, Any] | None = None) -> M:
+    """``body`` as ``model`` (422 naming the fields, 413 for a list over its ``max_length``; 400 for
+    a body that is not JSON, nested too deep, or not UTF-8); ``context``: the validators' (the
+    server's limits)."""
+    try:
+        return model.model_validate_json(body, context=context)
+    except ValidationError as exc:
+        raise schema_error(exc) from None
+
+
+def decode(body: bytes) -> Any:
+    """``body`` parsed as JSON (for a route that must look at it before it knows its model; 400 for
+    a body that is not JSON, nested too deep, or not UTF-8)."""
+    try:
+        return from_json(body)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidInputError(f"request body is not valid JSON: {exc}") from None
+
+
+def validate(document: Any, model: type[M], context: dict[str, Any] | None = None) -> M:
+    """A decoded body (:func:`decode`) as ``model``, as :func:`parse` answers."""
+    try:
+        return model.model_validate(document, context=context)
+    except ValidationError as exc:
+        raise schema_error(exc) from None
+
+
+def check_query(limits: Any, query: str) -> None:
+    if not query.strip():
+        raise EmptyInputError("query must not be empty")
+    if len(query) > limits.max_query_chars:
+        raise InputTooLongError(f"query has {len(query)} characters, more than the limit of {limits.max_query_chars}")
+
+
+def check_count(items: Sequence[Any], field: str, max_items: int) -> None:
+    """Empty (400) or more than ``max_items`` (413): checked before anything is done per item."""
+    if not items:
+        raise EmptyInputError(f"{field} must not be empty")
+    if len(items) > max_items:
+        raise too_many_items(field, len(items), max_items)
+
+
+def check_size(limits: Any, text: str, field: str, i: int) -> None:
+    """Text ``i`` of ``field`` within ``limits.max_document_chars`` (413 beyond)."""
+    if len(text) > limits.max_document_chars:
+        raise InputTooLongError(f"{field}[{i}] has {len(text)} characters, more than the limit of "
+                                f"{limits.max_document_chars}")
+
+
+def check_sizes(limits: Any, texts: Sequence[str], field: str) -> None:
+    for i, text in enumerate(texts):
+        check_size(limits, text, field, i)
+
+
+async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on a worker thread (per-document work must not hold the event loop)."""
+    return await asyncio.to_thread(fn, *args)
+
+
+class Scoring:
+    """The rerank, embedding and search calls of the routes (one per ingress replica)."""
+
+    def __init__(self, services: Services, gateway: Gateway) -> None:
+        self.services = services
+        self.gateway = gateway
+        self.limits = services.settings.limits
+        self.search_work = search_work(services.settings)
+        self.values = self.limits.model_dump()
+        self.models: dict[type[BaseModel], type[BaseModel]] = {}
+
+    def model(self, model: type[M]) -> type[M]:
+        """``model`` bounded by this server's limits (:func:`~serve.app.dialects.contract.bounded`),
+        derived once."""
+        if model not in self.models:
+            self.models[model] = bounded(model, self.values)
+        return self.models[model]  # type: ignore[return-value]
+
+    def parse(self, body: bytes, model: type[M]) -> M:
+        """``body`` as ``model`` under this server's limits (:func:`parse`; the limits are also the
+        validators' context)."""
+        return parse(body, self.model(model), self.values)
+
+    def validate(self, document: Any, model: type[M]) -> M:
+        """A decoded body as ``model`` under this server's limits (:func:`validate`)."""
+        return validate(document, self.model(model), self.values)
+
+    async def texts(self, request: Request, documents: list[DocumentInput], rank_fields: list[str] | None) -> list[str]:
+        """The texts ranked for ``documents`` (Cohere objects rendered: :func:`document_texts`), each
+        within ``limits.max_document_chars`` (413 at the first over it, before the rest are rendered),
+        rendered on a worker thread under the request's deadline (504 beyond)."""
+        if all(isinstance(d, str) for d in documents):
+            return [d for d in documents if isinstance(d, str)]
+        ends, stated = self.gateway.ends(request), self.gateway.deadline(request)
+
+        def each(i: int, text: str) -> None:
+            check_size(self.limits, text, "documents", i)
+            if time.monotonic() > ends:
+                raise past_deadline(stated)
+
+        return await self.within(request, document_texts, documents, rank_fields, each)
+
+    async def within(self, request: Request, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a worker thread (:func:`off_loop`) under the request's deadline (504 beyond;
+        the thread runs on to its end)."""
+        return await self.gateway.within(request, off_loop(fn, *args))
+
+    async def rerank(self, request: Request, query: str, texts: list[str], top_n: int | None, model: str | None,
+                     field: str = "documents") -> RerankOutcome:
+        """Limits, the model name, then the Reranker's ``rerank`` under what is left of the request's
+        deadline. ``top_n`` is clamped to the number of texts."""
+        check_query(self.limits, query)
+        check_count(texts, field, self.limits.max_documents)
+        check_sizes(self.limits, texts, field)
+        self.services.names.resolve("reranker", model)
+        top_n = min(top_n, len(texts)) if top_n is not None else None
+        left = self.gateway.remaining(request)
+        ends = time.time() + left
+        reranker = self.services.reranker
+        with tracing.span("reranker.rerank", documents=len(texts)):
+            return await self.gateway.model_call(request, "reranker", len(texts), left,
+                                                 lambda: reranker.rerank.remote(query, texts, top_n, deadline=ends))
+
+    def check_embedding_texts(self, texts: list[str], single: bool, field: str) -> None:
+        """Embedding inputs: at least one, within the count limit, none blank, none too long."""
+        check_count(texts, field, self.limits.max_embedding_inputs)
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise EmptyInputError(f"{field} must not be empty" if single else f"{field}[{i}] must not be empty")
+        check_sizes(self.limits, texts, field)
+
+    async def embed(self, request: Request, texts: list[str], count_tokens: bool) -> dict[str, Any]:
+        left = self.gateway.remaining(request)
+        ends = time.time() + left
+        embedder = self.services.embedder
+        with tracing.span("embedder.embed", texts=len(texts)):
+            return await self.gateway.model_call(request, "embedder", len(texts), left,
+                                                 lambda: embedder.embed.remote(texts, count_tokens, deadline=ends))
+
+    async def search(self, request: Request, call: SearchCall, deadline: float) -> SearchOutcome:
+        """The Searcher's ``search`` under ``deadline`` seconds (what is left of the request's),
+        admitted as :attr:`search_work`; the units it computed are the candidates it reranked
+        (``meta.k``), or its one query embedding."""
+        work = self.search_work
+        searcher = self.services.searcher
+
+        def computed(out: SearchOutcome) -> int:
+            return out.meta.k if work.model == "reranker" else work.units
+
+        with tracing.span("searcher.search", mode=call.mode or ""):
+            return await self.gateway.model_call(request, work.model, work.units, deadline,
+                                                 lambda: searcher.search.remote(call),
+                                                 sized_by_body=False, computed=computed)
