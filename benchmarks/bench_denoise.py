@@ -3,7 +3,7 @@
 Run: ``python benchmarks/bench_denoise.py --beir BEIR_FOLDER [--index DIR] [--seeds 5] [--denoise rules] [--json]``
 (the TREC-DL 2019 subset in BEIR layout was used for benchmarks/results/denoise_trec.json).
 
-``steadyrank probe noise --noise dev|heldout`` (serve/probes/phrasings.py: fragments written apart
+``steadyrank probe noise --noise dev|heldout`` (serve/tools/probes/phrasings.py: fragments written apart
 from the probe templates, every list and the queries split in two halves before any tuning) for
 both halves, BM25 and dense retrieval and ``--seeds`` draws of the noise; per half and mode the arms'
 nDCG@10 means are pooled over the draws and the recovery is

@@ -29,14 +29,14 @@ never touched:
   too: that is the limit of rules, which ``llm`` does not have, and why ``off`` is the default.
 
 The ``ASKING``/``FRAME``/``PERSONAL`` rules were tuned on the development half of independent
-phrasings (serve/probes/phrasings.py) and measured on the held-out half (docs/guides/probes.md).
+phrasings (serve/tools/probes/phrasings.py) and measured on the held-out half (docs/guides/probes.md).
 
 Cost: linear in the query's length (one scan per clause for its phrases, word counts for the asides;
 tests/retrieval/test_denoise_cost.py), a few milliseconds at 4,000 characters — which is why the
 search pipeline runs it on a worker thread, never on the event loop.
 
 The word lists are written apart from the measurement templates of ``steadyrank probe noise``
-(serve/probes/data), so that benchmark does not grade the lists against themselves. ``llm``
+(serve/tools/probes/data), so that benchmark does not grade the lists against themselves. ``llm``
 (:mod:`retrieval.rewrite`) asks a chat model to restate the need and falls back to ``rules``.
 """
 

@@ -12,7 +12,7 @@ Two kinds of list:
   carries no content word; a set-off first-person remark is recognised through ``FIRST_PERSON``.
 
 These lists are written for general conversational noise, apart from the measurement templates of
-``steadyrank probe noise`` (serve/probes/data): the benchmark must not grade the lists against
+``steadyrank probe noise`` (serve/tools/probes/data): the benchmark must not grade the lists against
 themselves.
 """
 
@@ -111,7 +111,7 @@ désolé désolée désolés désolées navré navrée excusez excuse excuses d�
 euh heu bah ben bon bref alors voilà enfin genre demandais svp stp plaît
 ouf oups pff mdr ptdr hein waouh
 """.split())
-#: Words of a request about the asking (tuned on the development half of serve/probes/data/phrasings_en.json):
+#: Words of a request about the asking (tuned on the development half of serve/tools/probes/data/phrasings_en.json):
 #: a clause opening with function, noise and these words, one of them ``ASKING``, up to a ``HINGE`` ("would
 #: love some input on …", "what do you all know about …") loses that opening (retrieval.denoise).
 ASKING = frozenset("""

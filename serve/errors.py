@@ -1,7 +1,7 @@
 """steadyrank's domain errors, each carrying its :class:`ErrorKind`, and the input checks that raise
 them. Torch-free and free of any web framework: the model replicas, the searcher and the CLI raise
 these, and the HTTP layer maps a kind to a status code and to each client dialect's error body in
-one place (``serve.app.errors.status_of`` and ``serve.app.errors.render``; docs/ARCHITECTURE.md,
+one place (``serve.server.http.errors.status_of`` and ``serve.server.http.errors.render``; docs/ARCHITECTURE.md,
 "Error model").
 
 Every error has a one-line message. The input errors are ``ValueError`` subclasses so that the CLI

@@ -6,7 +6,7 @@ the ingress' own series. Instead:
 
 - :data:`CATALOGUE` declares every metric once (name, type, help, label names, buckets); the names
   are the contract of ``deploy/prometheus/rules.yml`` and ``deploy/grafana/steadyrank.json``.
-- The ``MetricsHub`` deployment (one replica, see :mod:`serve.app.deployments`) holds a
+- The ``MetricsHub`` deployment (one replica, see :mod:`serve.server.components`) holds a
   :class:`MetricsStore`: a real ``CollectorRegistry`` built from the catalogue. ``GET /metrics``
   renders it with ``generate_latest``.
 - Every replica records through a :class:`Recorder` (``inc``/``observe``/``set``). Calls are

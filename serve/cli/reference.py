@@ -1,9 +1,9 @@
 """Generated reference pages of the docs site: settings, Prometheus metrics, CLI.
 
-Each page is rendered from its one source: the pydantic settings model (``serve/app/settings.py``:
+Each page is rendered from its one source: the pydantic settings model (``serve/settings/__init__.py``:
 every field's type, default and ``Field(description=...)``), the telemetry catalogue
 (``serve/telemetry.py``: ``MetricSpec``), the argparse parsers of every subcommand
-(``serve/cli.py`` ``COMMANDS``) and the ingress' OpenAPI schema (``serve/app/ingress.py``, with the
+(``serve/cli/main.py`` ``COMMANDS``) and the ingress' OpenAPI schema (``serve/server/hosting/ingress.py``, with the
 embedded default's limits and model names). Nothing here starts Ray or loads model weights.
 
     python -m steadyrank.serve.cli.reference --write   # rewrite docs/reference/*.md
@@ -147,7 +147,7 @@ def _constructible(cls: type[BaseModel]) -> bool:
 
 def settings_page() -> str:
     """docs/reference/settings.md: every settings field with its type, default and description."""
-    out = [_header("serve/app/settings.py"),
+    out = [_header("serve/settings/__init__.py"),
            "# Settings reference\n",
            "Every field of the server settings file (YAML or JSON, `steadyrank serve --config FILE`). A "
            "missing section or field keeps the default shown; unknown keys are errors; relative paths "
@@ -205,7 +205,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 def cli_page() -> str:
     """docs/reference/cli.md: ``--help`` of every subcommand (and of their own subcommands)."""
-    out = [_header("the argparse parsers of serve/commands/"),
+    out = [_header("the argparse parsers of serve/cli/commands/"),
            "# CLI reference\n",
            "`steadyrank COMMAND --help` prints the same text. Bad input exits with status 2 and one "
            "line naming the problem.\n",
@@ -225,7 +225,7 @@ def cli_page() -> str:
 
 
 def served_openapi(settings: Settings) -> dict[str, Any]:
-    """The ``/openapi.json`` a server on ``settings`` serves: :func:`~serve.app.http.create_app`'s
+    """The ``/openapi.json`` a server on ``settings`` serves: :func:`~serve.server.http.create_app`'s
     schema with the limits, model names and dimensions of those settings (model files are read, no
     weights loaded; no component is called, so none is given)."""
     from steadyrank.serve.server.http import Services, create_app
@@ -286,7 +286,7 @@ def http_page() -> str:
     """docs/reference/http.md: every route of the embedded default's OpenAPI schema."""
     schema = served_openapi(Settings())
     components = schema.get("components", {}).get("schemas", {})
-    out = [_header("the OpenAPI schema of serve/app/ingress.py (embedded default settings)"),
+    out = [_header("the OpenAPI schema of serve/server/hosting/ingress.py (embedded default settings)"),
            "# HTTP API reference\n",
            "Every route of the server, from the OpenAPI schema a server on the embedded default serves at "
            "`/openapi.json` (interactive at `/docs`). Limits and model names are those of the default "

@@ -2,7 +2,7 @@
 
 A model's ``device`` and its deployment's ``num_gpus`` cannot disagree silently: Ray hides every GPU
 from a replica that reserves none, so ``device: cuda`` there fails at replica start and ``auto`` runs
-on CPU. :class:`~serve.app.settings.Settings` derives an unset ``num_gpus`` from the device (and
+on CPU. :class:`~serve.settings.Settings` derives an unset ``num_gpus`` from the device (and
 refuses a ``cuda:N`` its replica cannot see); this module adds what needs the host: the GPUs the
 deployments reserve against the GPUs this machine has (an error), and the silent cases (warnings).
 """

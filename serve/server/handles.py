@@ -2,11 +2,11 @@
 
 A component is called as ``handle.method.remote(...)``, which returns an awaitable of the method's
 answer: a Ray Serve ``DeploymentHandle`` does so in the split layout, a
-:class:`~serve.app.colocated.LocalHandle` in the colocated one, the stand-ins of the in-process
+:class:`~serve.server.hosting.colocated.LocalHandle` in the colocated one, the stand-ins of the in-process
 tests (tests/http) likewise. Each Protocol below names the methods the routes call and, through
 their ``remote`` signatures, the arguments and answer of each, so that the type checker verifies
 every call the HTTP layer makes (the handles themselves are untyped: Ray's and the colocated
-layout's reach :class:`~serve.app.http.services.Services` as ``Any``, so nothing checks that they fit
+layout's reach :class:`~serve.server.http.services.Services` as ``Any``, so nothing checks that they fit
 at run time). ``tests/serve/test_graph.py`` checks that every method here exists on its deployment
 class with the same parameters.
 """
@@ -46,7 +46,7 @@ class _Mirror(Protocol):
 
 
 class RerankerHandle(Protocol):
-    """``Reranker`` (serve.app.deployments.reranker)."""
+    """``Reranker`` (serve.server.components.reranker)."""
 
     @property
     def info(self) -> _Ask[dict[str, Any]]: ...
@@ -55,7 +55,7 @@ class RerankerHandle(Protocol):
 
 
 class EmbedderHandle(Protocol):
-    """``Embedder`` (serve.app.deployments.embedder)."""
+    """``Embedder`` (serve.server.components.embedder)."""
 
     @property
     def info(self) -> _Ask[dict[str, Any]]: ...
@@ -64,7 +64,7 @@ class EmbedderHandle(Protocol):
 
 
 class SearcherHandle(Protocol):
-    """``Searcher`` (serve.app.deployments.searcher)."""
+    """``Searcher`` (serve.server.components.searcher)."""
 
     @property
     def ready(self) -> _Ask[dict[str, Any]]: ...
@@ -73,7 +73,7 @@ class SearcherHandle(Protocol):
 
 
 class MetricsHubHandle(Protocol):
-    """``MetricsHub`` (serve.app.deployments.metrics_hub)."""
+    """``MetricsHub`` (serve.server.components.metrics_hub)."""
 
     @property
     def ready(self) -> _Ask[dict[str, Any]]: ...
@@ -82,7 +82,7 @@ class MetricsHubHandle(Protocol):
 
 
 class EvaluatorHandle(Protocol):
-    """``ShadowEvaluator`` (serve.quality.deployment)."""
+    """``ShadowEvaluator`` (serve.server.quality.evaluator)."""
 
     @property
     def mirror(self) -> _Mirror: ...

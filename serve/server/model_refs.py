@@ -2,7 +2,7 @@
 ``embedder``, ``reranker`` and ``canary`` that is a Hub id is downloaded (or found in the Hub cache)
 by :mod:`serve.runtime.hub`, and the section then names the snapshot folder, with the id as its
 ``served_id`` (the HTTP routes serve the model under the id, aliases kept) and the commit as its
-``revision``. Called once, by :func:`serve.app.builder.resolve_settings`, where the application is
+``revision``. Called once, by :func:`serve.server.hosting.builder.resolve_settings`, where the application is
 built; replicas get the resolved settings."""
 
 from __future__ import annotations

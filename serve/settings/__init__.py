@@ -117,7 +117,7 @@ class DeploymentSettings(_Section):
 
 
 class BatchedDeploymentSettings(DeploymentSettings):
-    """A model deployment with dynamic batching across requests (:mod:`serve.app.deployments.batcher`)."""
+    """A model deployment with dynamic batching across requests (:mod:`serve.server.components.batcher`)."""
 
     max_batch_size: int | None = Field(
         default=None, ge=1, description="requests per dynamic batch at most; null = derived from the model's batch_size "
@@ -177,7 +177,7 @@ class DeploymentsSettings(_Section):
 
     ``layout``: ``colocated`` (default) runs every component in one Ray Serve replica (the
     ingress holds the Searcher, Retriever, Embedder, Reranker(s), MetricsHub and ShadowEvaluator
-    as objects, :mod:`serve.app.colocated`): one process and no handle hop besides Serve's proxy.
+    as objects, :mod:`serve.server.hosting.colocated`): one process and no handle hop besides Serve's proxy.
     ``split`` makes each its own deployment, to scale or place each apart (several nodes, shards,
     autoscaling a model). In ``colocated`` the one replica reserves the sum of the components'
     ``num_cpus`` and ``num_gpus``.
@@ -449,7 +449,7 @@ class LimitsSettings(_Section):
 class AuthSettings(_Section):
     """Bearer API keys for the scoring routes (/v1/*), from ``api_keys``, the file ``keys_file`` and the
     variable ``api_keys_env`` (the union is accepted). No key anywhere = open, which the application
-    allows on a loopback address only, unless ``allow_anonymous`` is true (:mod:`serve.app.exposure`)."""
+    allows on a loopback address only, unless ``allow_anonymous`` is true (:mod:`serve.server.hosting.exposure`)."""
 
     api_keys: list[SecretStr] = Field(default_factory=list, description="accepted keys")
     api_keys_env: str = Field(default=DEFAULT_KEYS_ENV, description="environment variable with more keys, comma-separated "
@@ -739,7 +739,7 @@ _PATH_FIELDS = (
 def _resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
     """Make the path fields of raw settings absolute relative to ``base`` (the settings file's folder).
     A model ``path`` that is no folder under ``base`` but has a Hub id's shape (``org/name``) stays
-    as it is: it is resolved on the Hub (:mod:`serve.app.models`)."""
+    as it is: it is resolved on the Hub (:mod:`serve.server.model_refs`)."""
     for keys in _PATH_FIELDS:
         node: Any = data
         for key in keys[:-1]:

@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class CanaryRules(BaseModel):
-    """Thresholds of the canary verdict (see ``serve.quality.canary``)."""
+    """Thresholds of the canary verdict (see ``serve.server.quality.canary``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -74,7 +74,7 @@ class QualitySettings(BaseModel):
     seed: int | None = Field(default=None, description="random seed of sampling (None = nondeterministic)")
     shadow_chunk_docs: int = Field(
         default=4, ge=1, description="documents per shadow forward pass on a reranker replica: the most forward-pass work "
-                             "a user request can find ahead of it (see serve.app.priority)"
+                             "a user request can find ahead of it (see serve.server.priority)"
     )
     shadow_idle_s: float = Field(
         default=0.25, ge=0, description="a shadow chunk starts only after the replica had no user work for this long (s); "

@@ -121,7 +121,7 @@ def cases(route: Route, limits: LimitsSettings) -> list[Case]:
 
 
 def holding(route: Route, values: int) -> bytes:
-    """``route``'s request holding exactly ``values`` JSON values (:mod:`serve.app.http.jsonscan`), its
+    """``route``'s request holding exactly ``values`` JSON values (:mod:`serve.server.http.jsonscan`), its
     list of ``0`` items (an empty list counts one, as its first item does)."""
     return listing(route, b"0", values - json_values(listing(route, [])) + 1)
 

@@ -1,7 +1,7 @@
 """What one request costs the server: its answer and time, the process's peak memory growth, and the
 worst wait a ``/healthz`` asked meanwhile saw.
 
-The app is :func:`serve.app.http.create_app` around the stand-ins of tests/http/conftest.py (they
+The app is :func:`serve.server.http.create_app` around the stand-ins of tests/http/conftest.py (they
 stand for the model replicas, which need weights and Ray), called through httpx's ASGI transport on
 one event loop, the body sent in 64 KiB chunks without a ``Content-Length`` (as a socket delivers
 it, and the case where no size is declared before the body). Meanwhile a probe task on the same

@@ -73,7 +73,7 @@ class LocalCluster:
 
     def env(self) -> dict[str, str]:
         """The environment of the nodes and of the drivers: this cluster's address, and what
-        ``ray start`` on every node of a steadyrank cluster gets (:func:`serve.app.ray_env.node_env`,
+        ``ray start`` on every node of a steadyrank cluster gets (:func:`serve.launcher.ray_env.node_env`,
         as deploy/kuberay sets it on each pod)."""
         from steadyrank.serve.launcher.ray_env import node_env
 

@@ -13,7 +13,7 @@ node, which Ray Serve's proxy answers), /readyz stays truthful. The Ingress runs
 node, and the head's proxy spreads requests over both (``RAY_SERVE_PROXY_PREFER_LOCAL_NODE_ROUTING=0``;
 by default it prefers the replica on its own node), as a proxy does whose node holds no Ingress
 replica (KubeRay's head runs none): so requests are in flight at the killed node's Ingress replica.
-The nodes get the environment deploy/kuberay gives them (``serve.app.ray_env.node_env``: the Serve
+The nodes get the environment deploy/kuberay gives them (``serve.launcher.ray_env.node_env``: the Serve
 proxy's error callback among it).
 
 Real models: the bundled all-MiniLM-L6-v2 embeds and (FP32 HPS cosine) reranks the demo corpus.
@@ -250,7 +250,7 @@ def test_worker_node_lost_under_load(cluster: LocalCluster, app: str):
     search load while slow rerank requests are in flight at both Ingress replicas: searches succeed
     again afterwards, and every answer that is not a 200 is a JSON 503 with Retry-After, those of
     the requests lost with the killed Ingress replica included (Ray Serve's proxy answers those:
-    serve/app/proxy_errors.py; before it, a plain-text 500)."""
+    serve/server/hosting/proxy_errors.py; before it, a plain-text 500)."""
     stop, log = threading.Event(), []
     body = {"query": "restart a systemd service", "mode": "hybrid", "top_n": 5}
     threads = [threading.Thread(target=_answers, args=(app, stop, log, body)) for _ in range(2)]

@@ -1,4 +1,4 @@
-"""The HTTP layer in process: :func:`serve.app.http.create_app` around stand-in components, called
+"""The HTTP layer in process: :func:`serve.server.http.create_app` around stand-in components, called
 through httpx's ASGI transport (no Ray, no models).
 
 Stand-ins (they stand for model replicas, which need model weights and Ray): ``FakeReranker``

@@ -1,4 +1,4 @@
-"""The error table (serve/app/errors.py): one row per error kind, read once at import."""
+"""The error table (serve/server/http/errors.py): one row per error kind, read once at import."""
 
 from __future__ import annotations
 

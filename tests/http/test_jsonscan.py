@@ -1,4 +1,4 @@
-"""The JSON value count of ``limits.max_body_values`` (serve/app/http/jsonscan.py) against a count
+"""The JSON value count of ``limits.max_body_values`` (serve/server/http/jsonscan.py) against a count
 over the parsed value, for generated JSON whose strings are full of quotes, backslashes and the
 structural characters, cut into chunks of every small size (the scan's state crosses chunks)."""
 

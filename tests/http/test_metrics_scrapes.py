@@ -2,7 +2,7 @@
 per ``REPLICA_STATES_TTL_S``, however many scrapes arrive.
 
 In process: the real ``create_app`` and the real MetricsHub (conftest.py); the controller read
-(:func:`serve.app.health.replica_states`, which needs a running Serve application) is a stand-in
+(:func:`serve.server.hosting.health.replica_states`, which needs a running Serve application) is a stand-in
 that counts its calls, and the cache's clock is a stand-in moved by hand (no waiting on time).
 """
 

@@ -42,7 +42,7 @@ def test_a_noisy_variant_keeps_the_query_and_uses_only_its_halfs_fragments():
 
 
 def test_the_phrasings_share_no_phrase_with_the_measurement_templates():
-    """Written apart from serve/probes/data/noise_en.json: no fragment is one of the templates, and no
+    """Written apart from serve/tools/probes/data/noise_en.json: no fragment is one of the templates, and no
     fragment of more than two words holds or is held in a template (single greetings like "hello"
     are common to both)."""
     data = json.loads(resources.files("steadyrank.serve.tools.probes").joinpath("data/phrasings_en.json").read_text("utf-8"))

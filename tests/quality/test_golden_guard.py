@@ -1,4 +1,4 @@
-"""The own-corpus guard (serve/app/golden_guard.py) on real indexes and settings, no Ray: a user
+"""The own-corpus guard (serve/server/golden_guard.py) on real indexes and settings, no Ray: a user
 index without a golden set switches the evaluator off; a golden set judging ids the index lacks
 is refused with its name, the count of missing ids and a sample."""
 

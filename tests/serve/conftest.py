@@ -87,7 +87,7 @@ class ServeApp:
     url: str
     api_key: str
     name: str
-    settings: Any  # serve.app.settings.Settings
+    settings: Any  # serve.settings.Settings
 
 
 @pytest.fixture(scope="session")

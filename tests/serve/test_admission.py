@@ -1,4 +1,4 @@
-"""Work-based admission (serve.app.admission.WorkQueue): the rate it learns from completions and
+"""Work-based admission (serve.server.admission.WorkQueue): the rate it learns from completions and
 the requests it refuses; and the pacing of refusals (RefusalPacer). Pure Python, simulated clock
 (seconds)."""
 

@@ -1,4 +1,4 @@
-"""RequestBatcher (serve.app.deployments.batcher): batches across concurrent callers. Pure asyncio;
+"""RequestBatcher (serve.server.components.batcher): batches across concurrent callers. Pure asyncio;
 the "model" is an ``asyncio.sleep`` that records the batches it was given."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""serve.app.cpu_priority: the compute thread keeps its priority, every other thread yields.
+"""serve.server.cpu_priority: the compute thread keeps its priority, every other thread yields.
 
 The checks of :func:`favour_compute` run in a child process of their own (raising a nice value
 cannot be undone without privilege, so the test session's own threads are never touched); the

@@ -1,4 +1,4 @@
-"""Closed by default wherever the application is built (serve/app/exposure.py): Ray Serve's own
+"""Closed by default wherever the application is built (serve/server/hosting/exposure.py): Ray Serve's own
 ``serve run`` refuses, like ``steadyrank serve``, an application that would listen on a non-loopback
 address without an API key, and the refusal says why and what to do.
 

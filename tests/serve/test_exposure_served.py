@@ -1,4 +1,4 @@
-"""Closed by default against a running Ray Serve (serve/app/exposure.py): the refusal of a keyless
+"""Closed by default against a running Ray Serve (serve/server/hosting/exposure.py): the refusal of a keyless
 application when Serve listens on every interface, where Ray Serve builds it and where it runs.
 
 One script in a fresh interpreter (its own local Ray in its own temp folder: the test session's Ray

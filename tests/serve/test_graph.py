@@ -1,4 +1,4 @@
-"""The composition root (serve.app.graph): the components both layouts build, in dependency order,
+"""The composition root (serve.server.hosting.graph): the components both layouts build, in dependency order,
 with the arguments each deployment's constructor takes. No Ray (the lists are plain data; the
 layouts that build from them are exercised by the served tests)."""
 
@@ -59,7 +59,7 @@ def _parameters(fn) -> list[tuple[str, object, object]]:
 
 
 def test_every_handle_protocol_matches_its_deployment_class() -> None:
-    """Each method a handle Protocol (serve.app.handles) declares exists on the deployment class it
+    """Each method a handle Protocol (serve.server.handles) declares exists on the deployment class it
     stands for, with the same parameters (names, kinds, defaults) as its ``remote``: the type checker
     verifies the HTTP layer's calls against these Protocols, so they must not drift from the classes."""
     import importlib

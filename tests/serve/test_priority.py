@@ -1,7 +1,7 @@
 """The shadow gate: shadow work runs in the gaps of user work, never ahead of it (no Ray needed).
 
 A single-thread executor stands in for a reranker replica's compute thread, as in
-``serve.app.deployments``; jobs sleep instead of running a forward pass.
+``serve.server.components``; jobs sleep instead of running a forward pass.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Ray Serve's HTTP proxy answers its own failures as steadyrank's JSON 503 with ``Retry-After``
-(serve/app/proxy_errors.py), and leaves every answer of the application as it is.
+(serve/server/hosting/proxy_errors.py), and leaves every answer of the application as it is.
 
 The proxy itself needs a Serve controller, so the app inside the middleware here is a stand-in
 for its request path that answers the way the real one does: the exception a proxy meets is

@@ -1,4 +1,4 @@
-"""The Ray Serve tuning `steadyrank serve` applies (serve.app.ray_env) and its copy for `serve deploy`."""
+"""The Ray Serve tuning `steadyrank serve` applies (serve.launcher.ray_env) and its copy for `serve deploy`."""
 
 from __future__ import annotations
 

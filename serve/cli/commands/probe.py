@@ -1,6 +1,6 @@
 """``steadyrank probe names`` / ``probe noise``: Δ-margin identity probes and conversational-noise probes.
 
-See docs/guides/probes.md. The probe logic lives in :mod:`serve.probes`; this module picks the
+See docs/guides/probes.md. The probe logic lives in :mod:`serve.tools.probes`; this module picks the
 similarity (in process: a model directory or ``bundled``; or a running server: ``--url``), runs, and
 prints (table, ``--json``, ``--plot``).
 """

@@ -113,11 +113,11 @@ def _port_free(host: str, port: int) -> bool:
 
 
 def _use_haproxy_ingress(files: Path) -> None:
-    """Set up Ray Serve's HAProxy ingress for the local head (:func:`serve.app.ray_env.apply_haproxy_env`),
+    """Set up Ray Serve's HAProxy ingress for the local head (:func:`serve.launcher.ray_env.apply_haproxy_env`),
     with free ports for its side listeners and its files (configuration, admin and metrics sockets,
     server state) under ``files``, which the caller removes at exit (Ray's default is a shared
     ``/tmp/haproxy-serve`` that every run leaves a folder in), and the side listeners on loopback
-    (:mod:`serve.app.haproxy_listeners`); a missing HAProxy binary is a settings error."""
+    (:mod:`serve.launcher.haproxy_listeners`); a missing HAProxy binary is a settings error."""
     from steadyrank.serve.launcher.haproxy_listeners import install
     from steadyrank.serve.launcher.ray_env import apply_haproxy_env
 
@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
 def _serve_on_ray(args: argparse.Namespace, settings: Settings, host: str, port: int, reserved: float, auth: str,
                   haproxy_files: Path | None) -> int:
     """Start (or join) Ray, deploy the application, serve until a stop signal, drain, shut down
-    (the stop: :mod:`serve.app.lifecycle`)."""
+    (the stop: :mod:`serve.launcher.lifecycle`)."""
     import ray
     from ray import serve as ray_serve
 

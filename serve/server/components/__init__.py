@@ -1,4 +1,4 @@
-"""The Ray Serve deployments behind the ingress, one per module, bound by :func:`serve.app.builder.build_app`.
+"""The Ray Serve deployments behind the ingress, one per module, bound by :func:`serve.server.hosting.builder.build_app`.
 
 Data flow (docs/ARCHITECTURE.md): ingress → Searcher (runs :mod:`retrieval.pipeline`: embed,
 retrieve, rerank, route) → Embedder / Retriever / Reranker; ``/v1/rerank`` and ``/v1/embeddings``

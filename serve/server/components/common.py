@@ -37,7 +37,7 @@ def count_drop(recorder: Any, label: str, reason: str) -> None:
 
 
 async def admitted(batched: Any, job: Any, ticket: Ticket, recorder: Any, label: str) -> Any:
-    """Queue ``(job, ticket)`` on a :class:`~serve.app.deployments.batcher.RequestBatcher` and
+    """Queue ``(job, ticket)`` on a :class:`~serve.server.components.batcher.RequestBatcher` and
     await its result. A job whose deadline passed is refused here; a caller cancelled while its job
     is still queued marks the ticket, so the batch drops the job unscored (counted once, here)."""
     reason = ticket.drop_reason(time.time())
@@ -72,7 +72,7 @@ def model_executor(background_niceness: int = 0) -> ThreadPoolExecutor:
 
     The first call inside a Ray Serve replica, with ``background_niceness`` > 0
     (``deployments.background_niceness``), starts the thread and the lanes and raises every *other*
-    thread of the process to that nice value (:func:`serve.app.cpu_priority.favour_compute`)."""
+    thread of the process to that nice value (:func:`serve.server.cpu_priority.favour_compute`)."""
     global _COMPUTE
     if _COMPUTE is None:
         _COMPUTE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="steadyrank-compute")
@@ -111,7 +111,7 @@ async def run_in(executor: ThreadPoolExecutor, fn: Any, *args: Any) -> Any:
 async def shadow_turn(gate: ShadowGate, recorder: Any, label: str, executor: ThreadPoolExecutor,
                       fn: Any, *args: Any) -> Any:
     """Run ``fn(*args)`` (shadow work) on the compute thread once ``gate`` gives shadow work its
-    turn (:class:`~serve.app.priority.ShadowGate`); the wait, in seconds, is observed in
+    turn (:class:`~serve.server.priority.ShadowGate`); the wait, in seconds, is observed in
     ``steadyrank_shadow_wait_seconds{deployment=label}``."""
     waited = await gate.turn()
     recorder.observe("steadyrank_shadow_wait_seconds", waited, deployment=label)
@@ -167,7 +167,7 @@ async def run_batch(executor: ThreadPoolExecutor, jobs: list[tuple[Any, Ticket]]
     """Run the live jobs of a batch in one ``run`` on ``executor`` (isolated, :func:`run_isolated`);
     a job whose deadline passed or whose caller gave up is dropped before the forward pass and
     counted in ``steadyrank_requests_dropped_total{deployment=label, reason}``. The memory the
-    forward passes freed then goes back to the OS (:func:`serve.app.memory.trim_freed_memory`, ~0.5
+    forward passes freed then goes back to the OS (:func:`serve.server.memory.trim_freed_memory`, ~0.5
     ms) as the executor's next task: after the answers, before the next batch."""
     now = time.time()
     out: list[Any] = [None] * len(jobs)
@@ -198,7 +198,7 @@ def unwrap(outcome: Any) -> Any:
 
 
 def apply_batch_config(batched: Any, config: dict[str, Any]) -> None:
-    """Set a :class:`~serve.app.deployments.batcher.RequestBatcher`'s limits from a deployment's
+    """Set a :class:`~serve.server.components.batcher.RequestBatcher`'s limits from a deployment's
     ``user_config`` (``max_batch_size``, ``batch_wait_timeout_s``; see
     ``BatchedDeploymentSettings.ray_options``)."""
     batched.set_max_batch_size(int(config["max_batch_size"]))

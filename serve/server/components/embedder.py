@@ -53,7 +53,7 @@ class Embedder:
         """``{"vectors": float32 (n, dim) unit rows, "tokens": int | None}`` (tokens after truncation).
         ``deadline`` (epoch s): dropped unembedded once it passed (``DeadlineExceeded``).
         ``shadow`` (a golden replay's or mirrored search's query): embedded only when user work
-        leaves room (:class:`~serve.app.priority.ShadowGate`, as in the Reranker), outside the
+        leaves room (:class:`~serve.server.priority.ShadowGate`, as in the Reranker), outside the
         user batches; its vectors equal the user path's (one forward plan per request)."""
         texts = check_text_list(texts, "input")
         if not texts:

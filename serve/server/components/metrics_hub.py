@@ -1,7 +1,7 @@
 """``MetricsHub``: owns the prometheus-client registry every replica's Recorder flushes into.
 
 On every render it also sets ``steadyrank_deployment_replicas{deployment, state}`` from Serve's
-status of this application (:func:`serve.app.health.replica_states`); a state seen before and now
+status of this application (:func:`serve.server.hosting.health.replica_states`); a state seen before and now
 gone (``STARTING`` once the replica runs) is set back to 0, so a scrape shows every count. That
 status is one call to the Serve controller, and ``/metrics`` is open by default: it is read at most
 once per :data:`REPLICA_STATES_TTL_S` seconds (concurrent renders wait for the one read in progress;

@@ -4,7 +4,7 @@
 ``rerank(query, docs, top_n)`` → the full ranking with tie facts; ``fp32_keys(query, docs,
 shadow=False)`` for boundary re-scoring. The user requests of a batch run in one compute-thread
 call, each with its own forward plan (bitwise-stable scores); shadow work (``shadow=True``) runs
-in small chunks behind user work (:mod:`serve.app.priority`).
+in small chunks behind user work (:mod:`serve.server.priority`).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class Reranker:
         up) is dropped before its forward pass (``DeadlineExceeded``; counted).
 
         ``shadow`` (evaluator traffic): scored in chunks of ``quality.shadow_chunk_docs`` documents,
-        each started only when user work leaves room (:class:`~serve.app.priority.ShadowGate`).
+        each started only when user work leaves room (:class:`~serve.server.priority.ShadowGate`).
         In FP32 the scores equal those of the user path up to FP32 rounding; below FP32 a
         document's logit may differ in its last bits, as it does between user batches.
         """
@@ -117,7 +117,7 @@ class Reranker:
     async def rerank(self, query: str, documents: list[str], top_n: int | None = None, record: bool = True,
                      deadline: float | None = None) -> RerankOutcome:
         """The ranking of ``documents`` for ``query`` (:func:`retrieval.ranking.rank`) as a
-        :class:`~serve.contracts.RerankOutcome`. ``record`` = count it as user traffic in the metrics.
+        :class:`~serve.server.calls.RerankOutcome`. ``record`` = count it as user traffic in the metrics.
         """
         started = time.perf_counter()
         documents = check_rerank_args(query, check_text_list(documents, "documents"), top_n)

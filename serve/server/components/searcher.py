@@ -24,7 +24,7 @@ from steadyrank.serve.telemetry import Recorder
 
 @serve.deployment(name="Searcher")
 class Searcher:
-    """``search(call)`` → :class:`~serve.contracts.SearchOutcome`; the pipeline's model calls are
+    """``search(call)`` → :class:`~serve.server.calls.SearchOutcome`; the pipeline's model calls are
     the Embedder, Retriever and (primary or canary) Reranker handles."""
 
     def __init__(self, settings: Settings | dict, embedder: Any, retriever: Any, reranker: Any,
@@ -86,7 +86,7 @@ class Searcher:
                             stored_vectors=self.stored_vectors[call.variant], rewriter=self.rewriter)
 
     async def search(self, request: SearchCall | dict[str, Any]) -> SearchOutcome:
-        """Search one query (:class:`~serve.contracts.SearchCall`: ``query``, ``top_n`` (default
+        """Search one query (:class:`~serve.server.calls.SearchCall`: ``query``, ``top_n`` (default
         ``routing.top_n``), ``mode`` (default ``search.default_mode``), ``shadow`` (evaluator
         traffic: not counted in the user metrics), ``variant``, ``route`` (override),
         ``return_documents``). Raises :class:`InvalidInputError` for a bad request."""
@@ -117,7 +117,7 @@ class Searcher:
 
     async def probe_keys(self, variant: str, items: list[tuple[str, list[str]]]) -> list[np.ndarray]:
         """FP32 rank keys of each (query, candidate texts) through ``variant``'s reranker, as shadow
-        work: the live Δ-margin probes' similarity (:mod:`serve.quality.probes`)."""
+        work: the live Δ-margin probes' similarity (:mod:`serve.server.quality.probes`)."""
         reranker = self.rerankers[variant]
         if reranker is None:
             raise InvalidInputError(f"variant {variant!r} is not configured (no canary reranker)")

@@ -4,14 +4,14 @@ The import path of Ray Serve configs is ``steadyrank.serve.app:build_app`` (``de
 ``deploy/kuberay/rayservice.yaml``), called with the application's ``args``:
 
 - ``settings``: path of a YAML/JSON settings file (relative to the working directory, else to the
-  project root), a mapping of settings, a :class:`~serve.app.settings.Settings`, or absent for the
+  project root), a mapping of settings, a :class:`~serve.settings.Settings`, or absent for the
   embedded default (``$STEADYRANK_SETTINGS`` when set).
 
 Without an API key, an application whose Ray Serve listens on a non-loopback address is refused
-here (and again by each Ingress replica as it starts): :mod:`serve.app.exposure`.
+here (and again by each Ingress replica as it starts): :mod:`serve.server.hosting.exposure`.
 
 ``deployments.layout: colocated`` (the default) binds one deployment, ``Ingress``, whose replica
-holds every component below as an object (:mod:`serve.app.colocated`). ``split`` binds the
+holds every component below as an object (:mod:`serve.server.hosting.colocated`). ``split`` binds the
 graph (every box a deployment; options per deployment from ``settings.deployments``)::
 
     Ingress ─▶ Searcher ─▶ Embedder, Retriever, Reranker [, CanaryReranker]
@@ -38,8 +38,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 def resolve_settings(source: Any) -> Settings:
     """Load and check the settings named by a ``build_app`` argument (errors name the field); model
-    Hub ids are downloaded or found in the Hub cache here (:mod:`serve.app.models`), and the
-    own-corpus guard (:mod:`serve.app.golden_guard`) switches the evaluator off for a user index
+    Hub ids are downloaded or found in the Hub cache here (:mod:`serve.server.model_refs`), and the
+    own-corpus guard (:mod:`serve.server.golden_guard`) switches the evaluator off for a user index
     without a golden set."""
     if isinstance(source, (str, Path)):
         path = Path(source).expanduser()
@@ -56,7 +56,7 @@ def resolve_settings(source: Any) -> Settings:
 
 def build_app(args: dict[str, Any] | None = None) -> Any:
     """The bound application (``ray.serve.Application``) for ``args`` (see the module docstring):
-    the components of :func:`serve.app.graph.components`, each bound as a deployment (split), or
+    the components of :func:`serve.server.hosting.graph.components`, each bound as a deployment (split), or
     the one Ingress that builds them all (colocated)."""
     from steadyrank.serve.server.hosting.exposure import check_exposure
     from steadyrank.serve.server.hosting.graph import INGRESS_ARGS, components
@@ -71,7 +71,7 @@ def build_app(args: dict[str, Any] | None = None) -> Any:
     d = settings.deployments
     # replicas finish their ongoing requests for up to the shutdown grace before they stop
     grace_s = settings.server.shutdown_grace_s
-    if d.layout == "colocated":  # one replica builds every component itself (serve.app.colocated)
+    if d.layout == "colocated":  # one replica builds every component itself (serve.server.hosting.colocated)
         options = d.colocated_options(canary=settings.canary is not None, evaluator=settings.quality.enabled)
         return Ingress.options(**options, graceful_shutdown_timeout_s=grace_s).bind(settings)
     bound: dict[str, Any] = {}

@@ -11,7 +11,7 @@ concurrent requests and the metrics are the same code as in the split layout; th
 Recorders write straight into the in-process metrics store.
 
 All model and FAISS work of the replica runs on its one compute thread
-(:func:`serve.app.deployments.common.model_executor`), so the two models and the index never run
+(:func:`serve.server.components.common.model_executor`), so the two models and the index never run
 concurrent OpenMP teams on the same cores.
 """
 
@@ -66,7 +66,7 @@ class Colocated:
 
 
 def colocate(settings: Settings) -> Colocated:
-    """Build every component of :func:`serve.app.graph.components` in this process (called from the
+    """Build every component of :func:`serve.server.hosting.graph.components` in this process (called from the
     Ingress constructor, on the replica's event loop: the ShadowEvaluator starts its replay loop
     there); a component's arguments name the others through :class:`LocalHandle` and record into
     the MetricsHub's store."""

@@ -1,11 +1,11 @@
 """Closed by default wherever the application is built: no API key, no non-loopback address.
 
 ``steadyrank serve`` checks its own ``--host`` / ``http.host`` before it starts anything; this
-module makes the same check (:meth:`~serve.app.settings.AuthSettings.check_bind`) against the
+module makes the same check (:meth:`~serve.settings.AuthSettings.check_bind`) against the
 address Ray Serve really binds, so ``serve run``, ``serve deploy``, a KubeRay ``RayService`` and
 ``serve.run(build_app(...))`` refuse to come up open as well. It runs twice:
 
-- in :func:`serve.app.builder.build_app` (the driver of ``steadyrank serve`` and of ``serve run``,
+- in :func:`serve.server.hosting.builder.build_app` (the driver of ``steadyrank serve`` and of ``serve run``,
   or the Serve controller's build task of ``serve deploy`` and KubeRay): the application is never
   deployed, and the error names the address and where the keys may come from;
 - in every ``Ingress`` replica as it starts, which asks the Serve controller (always running by
@@ -50,7 +50,7 @@ def serve_http_host() -> str | None:
 
 
 def check_exposure(settings: Settings) -> int:
-    """The number of active API keys; a :class:`~serve.app.settings.SettingsError` when there is
+    """The number of active API keys; a :class:`~serve.settings.SettingsError` when there is
     none, ``allow_anonymous`` is off and :func:`serve_http_host` is not a loopback address. A keys
     file that cannot be read or holds no key is an error either way."""
     host = serve_http_host()

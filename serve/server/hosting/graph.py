@@ -5,16 +5,16 @@ its deployment class, its ``settings.deployments`` section and its constructor a
 :class:`Ref` names another component and :data:`HUB` the metrics sink. Both layouts build from
 this one list:
 
-- ``split`` (:func:`serve.app.builder.build_app`): every component a Ray Serve deployment, bound
+- ``split`` (:func:`serve.server.hosting.builder.build_app`): every component a Ray Serve deployment, bound
   with its section's options; a ``Ref`` becomes the bound deployment (a ``DeploymentHandle`` in the
   replica), ``HUB`` the MetricsHub's;
-- ``colocated`` (:func:`serve.app.colocated.colocate`): every component a plain object in the
-  Ingress replica; a ``Ref`` becomes a :class:`~serve.app.colocated.LocalHandle` to it, ``HUB`` the
+- ``colocated`` (:func:`serve.server.hosting.colocated.colocate`): every component a plain object in the
+  Ingress replica; a ``Ref`` becomes a :class:`~serve.server.hosting.colocated.LocalHandle` to it, ``HUB`` the
   in-process metrics store.
 
 The Ingress (the HTTP front) takes the components named by :data:`INGRESS_ARGS`. With
 ``index.shards > 1`` (split layout only) the Retriever is the scatter-gather front over one
-deployment per shard (:mod:`serve.app.deployments.shards`).
+deployment per shard (:mod:`serve.server.hosting.shards`).
 """
 
 from __future__ import annotations

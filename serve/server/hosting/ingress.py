@@ -1,10 +1,10 @@
 """The Ray Serve ``Ingress`` deployment: a thin class that builds the components (or takes their
-handles) and mounts the HTTP application of :func:`serve.app.http.create_app` on them.
+handles) and mounts the HTTP application of :func:`serve.server.http.create_app` on them.
 
 ``deployments.layout: colocated`` (the default): this replica builds every component itself
-(:func:`serve.app.colocated.colocate`); ``split``: the other deployments' handles are passed in.
+(:func:`serve.server.hosting.colocated.colocate`); ``split``: the other deployments' handles are passed in.
 Everything HTTP (routes, auth, limits, admission, deadlines, error bodies, request ids, metrics)
-lives in :mod:`serve.app.http`; see docs/ARCHITECTURE.md, "HTTP layer".
+lives in :mod:`serve.server.http`; see docs/ARCHITECTURE.md, "HTTP layer".
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from steadyrank.serve.telemetry import Recorder
 @serve.deployment(name="Ingress")
 @serve.ingress()
 class Ingress:
-    """HTTP front: mounts :func:`~serve.app.http.create_app` over this replica's components."""
+    """HTTP front: mounts :func:`~serve.server.http.create_app` over this replica's components."""
 
     def __init__(self, settings: Settings | dict, searcher: Any = None, embedder: Any = None, reranker: Any = None,
                  retriever: Any = None, hub: Any = None, evaluator: Any = None) -> None:
         """``deployments.layout: split``: the other deployments' handles. ``colocated``: no handles;
-        this replica builds every component itself (:func:`serve.app.colocated.colocate`)."""
+        this replica builds every component itself (:func:`serve.server.hosting.colocated.colocate`)."""
         settings = load_settings(settings)
         check_exposure(settings)  # Serve's real address, from its controller: never serve open
         configure_logging(settings.server.log_format)

@@ -1,6 +1,6 @@
 """Ray Serve's HTTP proxy answers its own failures in steadyrank's error shape: JSON, 503, ``Retry-After``.
 
-Every answer of the application itself is JSON (:mod:`serve.app.errors`), but some requests are
+Every answer of the application itself is JSON (:mod:`serve.server.http.errors`), but some requests are
 answered by Ray Serve's proxy, in front of the Ingress replicas, without reaching the application:
 
 - the Ingress replica a request was sent to dies, or its node is lost, while the request is in
@@ -20,7 +20,7 @@ which the application never sends in any other shape).
 
 Ray Serve installs it in every HTTP proxy (and every direct-ingress replica server) through
 ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH`` = ``steadyrank.serve.server.hosting.proxy_errors:middlewares``
-(:data:`serve.app.ray_env.RAY_ENV_DEFAULTS`: set by
+(:data:`serve.launcher.ray_env.RAY_ENV_DEFAULTS`: set by
 ``steadyrank serve``; for ``serve deploy`` in the environment of ``ray start`` on every node, which
 ``deploy/kuberay/rayservice.yaml`` does). The proxy does not know the application's settings, so its
 ``Retry-After`` is :data:`RETRY_AFTER_S`, the default of ``limits.retry_after_s``.

@@ -11,7 +11,7 @@ holding one shard. A shard that fails or misses ``index.shard_timeout_s`` fails 
 ``meta.missing_shards`` (docs/ARCHITECTURE.md, "Sharded index").
 
 Replica and node loss: a shard call whose replica died, or whose node stopped answering, is made
-again within ``index.shard_timeout_s`` (:mod:`serve.app.retry`), counted in
+again within ``index.shard_timeout_s`` (:mod:`serve.server.retry`), counted in
 ``steadyrank_request_retries_total{reason="shard_replica_lost"}``: Serve routes the repeat to the
 shard's other replica (on another node) or to its replacement, so with two replicas per shard on two
 nodes the loss of one node fails no search.

@@ -1,6 +1,6 @@
 """``create_app(services) -> FastAPI``: the whole HTTP layer, built around given components.
 
-The Ray Serve ``Ingress`` deployment mounts it (:mod:`serve.app.ingress`); the in-process tests
+The Ray Serve ``Ingress`` deployment mounts it (:mod:`serve.server.hosting.ingress`); the in-process tests
 (tests/http) build it around fake components and call it with an HTTP client, without Ray.
 """
 
@@ -41,7 +41,7 @@ logger = logging.getLogger("steadyrank.http")
 
 def create_app(services: Services) -> FastAPI:
     """The FastAPI application serving ``services`` (routes, middleware, error handlers, the OpenAPI
-    schema with the running limits). Its ``state.parts`` (:class:`~serve.app.http.state.AppParts`)
+    schema with the running limits). Its ``state.parts`` (:class:`~serve.server.http.state.AppParts`)
     holds ``services``, ``keys``, ``gate`` (admission), ``gateway``, ``scoring`` and the readiness
     cache ``ready``."""
     settings = services.settings
@@ -69,7 +69,7 @@ def create_app(services: Services) -> FastAPI:
 
 def _native_tracing_off() -> dict[str, Any]:
     """FastAPI's own spans off (FastAPI ≥ 0.16x traces every request whenever the process has a
-    tracer provider): steadyrank's request span (:mod:`serve.app.tracing`) is the only server span,
+    tracer provider): steadyrank's request span (:mod:`serve.tracing`) is the only server span,
     and with ``server.tracing`` off there is none."""
     return {"telemetry": {"tracing": False}} if "telemetry" in inspect.signature(FastAPI.__init__).parameters else {}
 
@@ -79,8 +79,8 @@ def _request_id(request: Request) -> str | None:
 
 
 def _install_error_handlers(app: FastAPI) -> None:
-    """Every error becomes the body of its kind in the route's dialect (:mod:`serve.app.errors`);
-    an overload 503 of a scoring route is first paced (:class:`~serve.app.admission.RefusalPacer`)."""
+    """Every error becomes the body of its kind in the route's dialect (:mod:`serve.server.http.errors`);
+    an overload 503 of a scoring route is first paced (:class:`~serve.server.admission.RefusalPacer`)."""
 
     @app.exception_handler(SteadyrankError)
     async def domain(request: Request, exc: SteadyrankError) -> JSONResponse:

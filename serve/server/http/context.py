@@ -1,6 +1,6 @@
 """The log lines that carry request ids.
 
-A request's id (:func:`serve.app.request_ids.request_id_of`) is
+A request's id (:func:`serve.server.http.request_ids.request_id_of`) is
 held in a context variable for the request's task, so every log line steadyrank writes while
 serving it carries ``request_id`` (:class:`RequestIdFilter`); ``server.log_format: json`` writes
 those lines as JSON objects (:class:`JsonFormatter`).

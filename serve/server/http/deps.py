@@ -6,7 +6,7 @@ Order of a scoring request (every step answers before the next costs anything):
 2. refusal before the body: the server drains (503), this replica has ``limits.max_in_flight``
    requests in flight (503), or the endpoint's model has so much work queued that the units the
    ``Content-Length`` holds would be refused (503; :meth:`WorkQueue.units_in`; a search's work is
-   known without its body: :func:`~serve.app.http.services.search_work`);
+   known without its body: :func:`~serve.server.http.services.search_work`);
 3. the body, read under a size cap (413) and a read deadline measured from the request's arrival
    (``limits.body_timeout_s``; 408): a slowly sent body holds no slot; then its JSON values counted
    before it is parsed (``limits.max_body_values``; 413);
@@ -170,7 +170,7 @@ async def read_body(request: Request, limit: int, ends: float) -> bytes:
 
 async def check_values(body: bytes, limit: int) -> None:
     """At most ``limit`` JSON values in ``body`` (``limits.max_body_values``; 413 beyond), counted
-    before it is parsed (:mod:`~serve.app.http.jsonscan`): on a worker thread, and only for a body of
+    before it is parsed (:mod:`~serve.server.http.jsonscan`): on a worker thread, and only for a body of
     ``limit`` bytes or more (a body holds at most one value a byte)."""
     if len(body) < limit:
         return

@@ -1,4 +1,4 @@
-"""The one map from an error's kind (:class:`~serve.runtime.errors.ErrorKind`) to its HTTP status
+"""The one map from an error's kind (:class:`~serve.errors.ErrorKind`) to its HTTP status
 and to each client dialect's error body (docs/ARCHITECTURE.md, "Error model").
 
 The table is :data:`_TABLE` below (one row a kind; an untyped exception is ``internal``; an
@@ -129,7 +129,7 @@ def too_many_items(field: str, count: int | None, limit: int) -> InputTooLongErr
 
 def schema_error(exc: ValidationError | Any) -> SteadyrankError:
     """A pydantic/FastAPI validation error as one domain error: 400 for a body that is not JSON; 413
-    for a list longer than its limit (:func:`~serve.app.dialects.contract.bounded`: the parser
+    for a list longer than its limit (:func:`~serve.server.http.dialects.schema_limits.bounded`: the parser
     stopped there); else 422 naming the first :data:`LISTED_ERRORS` bad fields and counting the
     rest. Never the input itself: built from pydantic's errors without their input or URL."""
     if isinstance(exc, ValidationError):

@@ -6,17 +6,17 @@ reading, parsing, rendering and tokenising its body count against it, and a call
 (:meth:`Gateway.remaining`). Every call goes through :meth:`Gateway.call` under its deadline (seconds):
 
 - a call whose replica died under it, or whose answer was lost with its node (the exceptions
-  :func:`serve.app.retry.replica_lost` names), is made again, after 0.1 s, while the deadline
-  allows (:mod:`serve.app.retry`): Serve routes it to a live or replacement replica. Every call made here
+  :func:`serve.server.retry.replica_lost` names), is made again, after 0.1 s, while the deadline
+  allows (:mod:`serve.server.retry`): Serve routes it to a live or replacement replica. Every call made here
   only reads (scoring, search, reports), so a repeat is safe; repeats are counted in
   ``steadyrank_request_retries_total{reason="replica_lost"}``;
-- what the call raised becomes a :class:`~serve.runtime.errors.SteadyrankError` of its kind: the
+- what the call raised becomes a :class:`~serve.errors.SteadyrankError` of its kind: the
   domain error a replica raised (out of Ray's wrappers) as it is; the deadline passing →
   ``deadline_exceeded``; Serve's full queue (``BackPressureError``) → ``overloaded``; a deployment
   without replicas → ``unavailable``; an index shard that did not answer → ``shard_unavailable``.
   Anything else is a bug and propagates (a JSON 500 with the request id).
 
-:meth:`Gateway.model_call` adds work-based admission (:mod:`serve.app.admission`) for the model
+:meth:`Gateway.model_call` adds work-based admission (:mod:`serve.server.admission`) for the model
 deployments.
 """
 
@@ -161,7 +161,7 @@ class Gateway:
         keep them past ``limits.admission_headroom`` × the deadline. ``sized_by_body``: the units
         grow with the body (rerank, embeddings; not a search), so the request's body size per unit
         is noted first, for refusals before a body is read. ``computed(answer)``: the units the
-        model actually did, when ``units`` was a low estimate (:func:`~serve.app.http.services.search_work`).
+        model actually did, when ``units`` was a low estimate (:func:`~serve.server.http.services.search_work`).
 
         The units leave the queue exactly once, when the model is done with them: at the answer or
         error; at once when the client goes away (the call is cancelled, so a job still queued at
@@ -239,7 +239,7 @@ async def settle(work: asyncio.Future, release: Callable[[bool, Any], None]) -> 
 
 
 def arrival(request: Request) -> float:
-    """When (``time.monotonic()``) the request arrived (:class:`~serve.app.http.middleware.RequestContext`
+    """When (``time.monotonic()``) the request arrived (:class:`~serve.server.http.middleware.RequestContext`
     notes it; now for a request that passed no such middleware)."""
     return request.scope.get("state", {}).get("arrived", time.monotonic())
 

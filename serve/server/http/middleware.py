@@ -1,14 +1,14 @@
 """The ASGI middleware around every route: the request id, the arrival time, the answer to an
 untyped exception, and the request metrics.
 
-- ``X-Request-Id``: the client's (when safe, :func:`~serve.app.request_ids.request_id_of`) or a new one; held in
+- ``X-Request-Id``: the client's (when safe, :func:`~serve.server.http.request_ids.request_id_of`) or a new one; held in
   ``request.state.request_id`` and the log context for the request, sent back as a header (by Ray
   Serve's own HTTP server when it fronts the app: it puts the client's id, or one it made, in the
   request's headers and echoes it; ``Services.echoes_request_id``);
 - ``request.state.arrived``: ``time.monotonic()`` at arrival (the body's read deadline counts from it);
 - an exception no handler mapped (a bug): its traceback is logged once under the request id and the
   client gets a JSON 500 naming only the request id;
-- the request's OpenTelemetry span, when tracing is on (:mod:`serve.app.tracing`);
+- the request's OpenTelemetry span, when tracing is on (:mod:`serve.tracing`);
 - a scoring route's outcome: ``steadyrank_requests_total{endpoint, code, model}`` and
   ``steadyrank_request_duration_seconds{endpoint, model}``; ``steadyrank_in_flight_requests`` is set
   as requests start and end.

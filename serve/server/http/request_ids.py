@@ -1,8 +1,8 @@
 """A request's id: the client's ``X-Request-Id`` when it is 1–128 characters of ``[A-Za-z0-9._:-]``
 (anything else could forge log lines or balloon them), else a fresh 32-hex-digit uuid4.
 
-Used by the HTTP layer (:mod:`serve.app.http.middleware`) and by Ray Serve's proxy when it answers
-for a lost replica (:mod:`serve.app.proxy_errors`), so it imports nothing but the standard library.
+Used by the HTTP layer (:mod:`serve.server.http.middleware`) and by Ray Serve's proxy when it answers
+for a lost replica (:mod:`serve.server.hosting.proxy_errors`), so it imports nothing but the standard library.
 """
 
 from __future__ import annotations

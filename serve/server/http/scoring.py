@@ -1,5 +1,5 @@
 """The internal rerank, embedding and search paths the routes end in: the body parsed once, under
-its list limits (:func:`~serve.app.dialects.contract.bounded`: a list over its limit is refused at
+its list limits (:func:`~serve.server.http.dialects.schema_limits.bounded`: a list over its limit is refused at
 its (limit + 1)-th item), then the limits (counts, then sizes, before any per-document work), the
 per-document work (rendering, tokenising: off the event loop, under the request's deadline), then
 the call through the gateway under work-based admission."""
@@ -99,7 +99,7 @@ class Scoring:
         self.models: dict[type[BaseModel], type[BaseModel]] = {}
 
     def model(self, model: type[M]) -> type[M]:
-        """``model`` bounded by this server's limits (:func:`~serve.app.dialects.contract.bounded`),
+        """``model`` bounded by this server's limits (:func:`~serve.server.http.dialects.schema_limits.bounded`),
         derived once."""
         if model not in self.models:
             self.models[model] = bounded(model, self.values)

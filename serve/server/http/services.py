@@ -3,8 +3,8 @@
 
 ``Services`` holds the components behind the routes as handles with a Ray Serve
 ``DeploymentHandle``'s call shape (``handle.method.remote(...)`` → awaitable): real handles in the
-split layout, :class:`~serve.app.colocated.LocalHandle` in the colocated one, plain fakes in the
-in-process tests (tests/http); each typed by its component's Protocol (:mod:`serve.app.handles`)."""
+split layout, :class:`~serve.server.hosting.colocated.LocalHandle` in the colocated one, plain fakes in the
+in-process tests (tests/http); each typed by its component's Protocol (:mod:`serve.server.handles`)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from steadyrank.serve.server.http.dialects.names import ServedNames
 from steadyrank.serve.settings import Settings
 from steadyrank.serve.telemetry import Recorder
 
-#: The model deployments whose queued work is admitted per request (serve.app.admission).
+#: The model deployments whose queued work is admitted per request (serve.server.admission).
 MODELS = ("reranker", "embedder")
 
 
@@ -54,7 +54,7 @@ class Services:
     """The components the routes call, and what the app needs to know about them.
 
     ``health``: an awaitable returning the application's replica health
-    (:class:`~serve.app.health.ReplicaHealth`), or None outside Ray Serve. ``replica_id``: this
+    (:class:`~serve.server.hosting.health.ReplicaHealth`), or None outside Ray Serve. ``replica_id``: this
     ingress replica's id (reported by ``drain``). ``echoes_request_id``: the server in front already
     sends the request's ``X-Request-Id`` back (Ray Serve's HTTP servers do, for the id they put in
     the request's headers), so the app does not add a second one."""

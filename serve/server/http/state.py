@@ -1,5 +1,5 @@
 """What one ingress replica's HTTP application holds, typed: :class:`AppParts`, kept in
-``app.state.parts`` by :func:`~serve.app.http.app.create_app` and read by routes and dependencies
+``app.state.parts`` by :func:`~serve.server.http.app.create_app` and read by routes and dependencies
 through :func:`parts_of` (Starlette's ``app.state`` itself is untyped)."""
 
 from __future__ import annotations

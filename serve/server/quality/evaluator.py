@@ -2,11 +2,11 @@
 
 Bound by the application builder as
 ``ShadowEvaluator.bind(quality_settings, searcher_handle, metrics_hub_handle, variants, profile)``
-(``profile``: the :class:`~serve.quality.service.GoldenProfile` of the server's search defaults).
+(``profile``: the :class:`~serve.server.quality.service.GoldenProfile` of the server's search defaults).
 It replays golden queries through the Searcher (the same handles and routing users get) every
 ``interval_s``, evaluates mirrored responses the ingress hands it after replying, and exports the
 golden and canary gauges through the metrics hub. With ``quality.probes.enabled`` it also replays the
-live Δ-margin probes (:mod:`serve.quality.probes`) through the Searcher's ``probe_keys``.
+live Δ-margin probes (:mod:`serve.server.quality.probes`) through the Searcher's ``probe_keys``.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ from steadyrank.serve.telemetry import MetricsStore, Recorder
     ray_actor_options={"num_cpus": 0.05},
 )
 class ShadowEvaluator:
-    """Golden replays, live mirroring and canary reports (see ``serve.quality.service``)."""
+    """Golden replays, live mirroring and canary reports (see ``serve.server.quality.service``)."""
 
     def __init__(self, settings: QualitySettings | dict, searcher: DeploymentHandle,
                  hub: DeploymentHandle | MetricsStore, variants: Sequence[Variant], profile: GoldenProfile) -> None:
         """Runs on the replica's event loop (Ray Serve calls a constructor there; so does the
-        colocated Ingress, :mod:`serve.app.colocated`), where the replay loop starts."""
+        colocated Ingress, :mod:`serve.server.hosting.colocated`), where the replay loop starts."""
         settings = QualitySettings.model_validate(settings)
         golden = load_golden(settings.golden, split=settings.golden_split, grade_map=settings.grade_map)
 

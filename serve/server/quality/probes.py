@@ -4,7 +4,7 @@ Every round, for each reranker variant (``primary`` and, when configured, ``cana
 of the set (``quality.probes``: ``queries`` per language, deterministic from ``seed``) is scored
 under ``base`` and the configured ablations through that variant's reranker as shadow work, and the
 mean margins are exported: ``steadyrank_probe_margin{probe=name|topic|both, ablation, variant}``
-(rank-key units, :mod:`serve.probes.margins`), with the configured floors as
+(rank-key units, :mod:`serve.tools.probes.margins`), with the configured floors as
 ``steadyrank_probe_margin_floor{probe}``. The alert ``SteadyrankProbeMarginEroded``
 (deploy/prometheus/rules.yml) compares them. Scheduled rounds are counted in
 ``steadyrank_probe_rounds_total{outcome=ok|failed}``; a failed round is logged and retried next round.
@@ -28,7 +28,7 @@ logger = logging.getLogger("steadyrank.quality")
 
 
 class LiveProbes:
-    """``similarity(variant)``: the :data:`~serve.probes.run.Similarity` of that variant's reranker."""
+    """``similarity(variant)``: the :data:`~serve.tools.probes.run.Similarity` of that variant's reranker."""
 
     def __init__(self, settings: ProbeSettings, similarity: Callable[[str], Similarity], recorder,
                  variants: Sequence[str] = ("primary",)) -> None:

@@ -224,7 +224,7 @@ class QualityService:
 
     # --- reports and exports --------------------------------------------------------------
     def canary_report(self) -> dict:
-        """The canary comparison (``serve.quality.canary.compare``) or a note that none is configured."""
+        """The canary comparison (``serve.server.quality.canary.compare``) or a note that none is configured."""
         if "canary" not in self.variants:
             return {"verdict": None, "reasons": ["no canary variant is configured"], "paired_queries": 0}
         return compare(self.window.replays("primary"), self.window.replays("canary"),

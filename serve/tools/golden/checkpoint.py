@@ -19,7 +19,7 @@ from steadyrank.retrieval.fsio import atomic_write_bytes, make_dirs
 
 STATE_DIR = ".state"
 BUILD_FILE = "build.json"
-LOCK_FILE = "lock"  # the build's writer lock (serve.golden.build.lock_out_dir)
+LOCK_FILE = "lock"  # the build's writer lock (serve.tools.golden.build.lock_out_dir)
 
 
 def dump(payload: Any) -> bytes:

@@ -1,7 +1,7 @@
 """Independently written conversational noise, split in a development and a held-out half.
 
 ``steadyrank probe noise --noise dev|heldout`` measures the denoiser on these phrasings instead of the
-measurement templates (:mod:`serve.probes.noise`). The fragments (``data/phrasings_en.json``:
+measurement templates (:mod:`serve.tools.probes.noise`). The fragments (``data/phrasings_en.json``:
 forum-style preambles, greetings, first-person context stories, hedging frames put before the query,
 chatty asides, sign-offs, emoji) were written apart from those templates and before the denoiser was
 tuned on them. Every fragment list and the queries are split in two halves by fixed seeds

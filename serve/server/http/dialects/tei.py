@@ -10,7 +10,7 @@ validation error); ``truncation_direction`` only the model's configured side; ``
 (raw logits) and ``normalize: false`` (unnormalised vectors) are not served — the schema allows only
 the served values and the server refuses the others with 422 naming the field. Unknown fields → 422.
 Errors have TEI's body ``{"error": message, "error_type": type, "request_id"}``
-(``serve.app.errors``).
+(``serve.server.http.errors``).
 """
 
 from __future__ import annotations
