@@ -26,6 +26,7 @@ import pytest
 from steadyrank.serve.server.calls import RerankOutcome
 from steadyrank.serve.server.components.metrics_hub import MetricsHub
 from steadyrank.serve.server.hosting.colocated import LocalHandle
+from steadyrank.serve.server.hosting.failures import RAY_SERVE
 from steadyrank.serve.server.http import Services, create_app
 from steadyrank.serve.server.http.dialects.names import ServedNames
 from steadyrank.serve.settings import load_settings
@@ -153,12 +154,13 @@ def build(overrides: dict[str, Any] | None = None) -> Served:
     for section, values in (overrides or {}).items():
         mapping[section] = {**mapping.get(section, {}), **values}
     settings = load_settings(mapping)
-    hub = MetricsHub.func_or_class()
+    hub = MetricsHub()
     reranker, embedder, searcher, evaluator = FakeReranker(), FakeEmbedder(), FakeSearcher(), FakeEvaluator()
     names = ServedNames(reranker=(RERANKER_ID, "rr-alias"), embedder=(EMBEDDER_ID,), embedder_dim=4, matryoshka=True)
     services = Services(settings=settings, names=names, recorder=Recorder(hub.store, flush_interval_s=60),
                         searcher=LocalHandle(searcher), embedder=LocalHandle(embedder),
-                        reranker=LocalHandle(reranker), hub=LocalHandle(hub), evaluator=LocalHandle(evaluator))
+                        reranker=LocalHandle(reranker), hub=LocalHandle(hub), evaluator=LocalHandle(evaluator),
+                        host=RAY_SERVE)
     return Served(create_app(services), services, reranker, embedder, searcher, evaluator, hub)
 
 

@@ -35,7 +35,7 @@ async def _served_with_evaluator(tmp_path: Path) -> tuple[Served, Any]:
     path.write_text("".join(json.dumps(q) + "\n" for q in GOLDEN), encoding="utf-8")
     served = build({"quality": {"golden": str(path), "interval_s": 3600, "canary_fraction": 0.0, "seed": 0}})
     settings = served.services.settings
-    evaluator = ShadowEvaluator.func_or_class(
+    evaluator = ShadowEvaluator(
         settings.quality, LocalHandle(served.searcher), served.hub.store, ("primary",),
         GoldenProfile(settings.search.default_mode, settings.search.denoise))
     served.services.evaluator = LocalHandle(evaluator)

@@ -97,7 +97,7 @@ async def test_search_spans_go_down_to_the_retriever(spans: Any) -> None:
 
     served = build({"server": {"tracing": True}})
     services = served.services
-    searcher = Searcher.func_or_class(services.settings, services.embedder, LocalHandle(StandInRetriever()),
+    searcher = Searcher(services.settings, services.embedder, LocalHandle(StandInRetriever()),
                                       LocalHandle(StandInReranker()), None, served.hub.store)
     services.searcher = LocalHandle(searcher)
     async with served.client() as client:

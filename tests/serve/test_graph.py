@@ -26,7 +26,7 @@ def test_every_reference_names_an_earlier_component_and_fits_its_constructor(lay
     for component in graph:
         refs = [a.key for a in component.args if isinstance(a, Ref)]
         assert set(refs) <= seen, (component.key, refs, seen)
-        cls = component.deployment.func_or_class
+        cls = component.cls
         inspect.signature(cls.__init__).bind(None, *component.args)  # the arguments fit the constructor
         component.ray_options(settings)  # every component has its options
         seen.add(component.key)
@@ -35,7 +35,7 @@ def test_every_reference_names_an_earlier_component_and_fits_its_constructor(lay
     assert [k for k in keys(graph) if k.startswith("retriever_shard_")] == \
            ([f"retriever_shard_{i}" for i in range(shards)] if split_shards else [])
     retriever = next(c for c in graph if c.key == "retriever")
-    assert retriever.deployment.name == "Retriever"
+    assert retriever.deployment().name == "Retriever"
     assert retriever.args[1:] == ((HUB, *(Ref(f"retriever_shard_{i}") for i in range(shards))) if split_shards else ())
     if split_shards:
         names = [c.ray_options(settings)["name"] for c in graph if c.key.startswith("retriever_shard_")]
@@ -68,7 +68,7 @@ def test_every_handle_protocol_matches_its_deployment_class() -> None:
     from steadyrank.serve.server import handles
 
     for protocol, (module, name) in handles.DEPLOYMENT_OF.items():
-        cls = getattr(importlib.import_module(module), name).func_or_class  # under @serve.deployment
+        cls = getattr(importlib.import_module(module), name)
         methods = {m: value for m, value in vars(protocol).items() if isinstance(value, property)}
         assert methods, protocol
         for method, prop in methods.items():

@@ -76,7 +76,7 @@ def test_retriever_loads_the_index_but_no_model_framework(tmp_path, tiny_cross_e
     settings = _settings(tmp_path, tiny_cross_encoder_dir)
     retriever = (
         "from steadyrank.serve.server.components.retriever import Retriever\n"
-        "r = Retriever.func_or_class(settings)\n"
+        "r = Retriever(settings)\n"
         "pool = r._search('the river protects winter storms', None, 'bm25', 5, False)\n"
         "assert len(pool.doc_ids) == 5, pool\n"
     )

@@ -177,7 +177,7 @@ def test_every_routing_field_is_a_setting_that_reaches_the_searcher(tmp_path: Pa
     (tmp_path / "settings.yaml").write_text(yaml.safe_dump({"routing": ROUTING, "limits": {"max_top_n": 40}}))
     settings = load_settings(tmp_path / "settings.yaml")
     expected = RoutingSettings.from_json(ROUTING)
-    searcher = Searcher.func_or_class(settings, None, None, None, None, MetricsHub.func_or_class().store)
+    searcher = Searcher(settings, None, None, None, None, MetricsHub().store)
     assert searcher.policy == expected
 
     save_settings(tmp_path / "routing.json", RoutingSettings(k_low=30, k_high=120, boundary_below=0.9, top_n=7))

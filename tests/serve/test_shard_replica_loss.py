@@ -44,7 +44,7 @@ def retriever(shards: list[Shard], timeout_s: float) -> tuple[Any, MetricsStore]
     store = MetricsStore()
     settings = load_settings({"index": {"shards": len(shards), "shard_timeout_s": timeout_s},
                               "deployments": {"layout": "split"}})
-    front = ShardedRetriever.func_or_class(settings, store, *(LocalHandle(s) for s in shards))
+    front = ShardedRetriever(settings, store, *(LocalHandle(s) for s in shards))
     return front, store
 
 

@@ -1,4 +1,4 @@
-"""What every deployment shares: the one compute thread, per-job isolation in a
+"""What every component shares: the one compute thread, per-job isolation in a
 batch, torch thread settings and batch options applied through Ray Serve's ``user_config``."""
 
 from __future__ import annotations

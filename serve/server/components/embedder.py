@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from ray import serve
 
 from steadyrank.serve.server.components.batcher import RequestBatcher
 from steadyrank.serve.server.components.common import (
@@ -23,7 +22,6 @@ from steadyrank.serve.settings import Settings, load_settings
 from steadyrank.serve.telemetry import Recorder
 
 
-@serve.deployment(name="Embedder")
 class Embedder:
     """``embed(texts, count_tokens=False) -> {"vectors": float32 (n, dim) unit rows, "tokens": int | None}``."""
 

@@ -1,9 +1,10 @@
 """``MetricsHub``: owns the prometheus-client registry every replica's Recorder flushes into.
 
-On every render it also sets ``steadyrank_deployment_replicas{deployment, state}`` from Serve's
-status of this application (:func:`serve.server.hosting.health.replica_states`); a state seen before and now
-gone (``STARTING`` once the replica runs) is set back to 0, so a scrape shows every count. That
-status is one call to the Serve controller, and ``/metrics`` is open by default: it is read at most
+On every render it also sets ``steadyrank_deployment_replicas{deployment, state}`` from the host's
+status of this application (``read_states``: on Ray Serve
+:func:`serve.server.hosting.health.this_app_replica_states`); a state seen before and now gone
+(``STARTING`` once the replica runs) is set back to 0, so a scrape shows every count. That status
+is one call to the Serve controller, and ``/metrics`` is open by default: it is read at most
 once per :data:`REPLICA_STATES_TTL_S` seconds (concurrent renders wait for the one read in progress;
 a failed or slow read is not retried before the TTL either), so a scrape storm costs the controller
 nothing more and the replica counts are at most that old.
@@ -17,9 +18,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
-from ray import serve
-
-from steadyrank.serve.server.hosting.health import ReplicaStates, replica_states
 from steadyrank.serve.telemetry import MetricsStore
 
 logger = logging.getLogger(__name__)
@@ -31,6 +29,9 @@ REPLICA_STATES_TTL_S = 5.0
 REPLICA_STATES_TIMEOUT_S = 2.0
 
 T = TypeVar("T")
+
+#: ``{deployment: (status, {replica state: count})}``
+ReplicaStates = dict[str, tuple[str, dict[str, int]]]
 
 
 class TtlCache(Generic[T]):
@@ -55,7 +56,7 @@ class TtlCache(Generic[T]):
 
 
 class ReplicaGauge:
-    """Successive :func:`replica_states` as ``set`` updates of ``steadyrank_deployment_replicas``."""
+    """Successive :data:`ReplicaStates` as ``set`` updates of ``steadyrank_deployment_replicas``."""
 
     def __init__(self) -> None:
         self._seen: set[tuple[str, str]] = set()
@@ -66,20 +67,21 @@ class ReplicaGauge:
         return [("set", REPLICAS_METRIC, key, float(counts.get(key, 0))) for key in sorted(self._seen)]
 
 
-@serve.deployment(name="MetricsHub", num_replicas=1)
 class MetricsHub:
-    """``record(updates)`` from Recorders, ``render()`` for ``/metrics``."""
+    """``record(updates)`` from Recorders, ``render()`` for ``/metrics``. ``read_states``: the
+    application's replica states, read from the host (blocking; None: no replica gauge)."""
 
-    def __init__(self) -> None:
+    def __init__(self, read_states: Callable[[], ReplicaStates | None] | None = None) -> None:
         self.store = MetricsStore()
         self.started = time.time()
         self.replicas = ReplicaGauge()
+        self.read_states = read_states
         self.replica_states = TtlCache(self._read_replica_states, REPLICA_STATES_TTL_S)
 
-    @staticmethod
-    async def _read_replica_states() -> ReplicaStates | None:
-        app = serve.get_replica_context().app_name
-        return await asyncio.wait_for(asyncio.to_thread(replica_states, app), timeout=REPLICA_STATES_TIMEOUT_S)
+    async def _read_replica_states(self) -> ReplicaStates | None:
+        if self.read_states is None:
+            return None
+        return await asyncio.wait_for(asyncio.to_thread(self.read_states), timeout=REPLICA_STATES_TIMEOUT_S)
 
     async def record(self, updates: list[tuple]) -> int:
         return self.store.apply(updates)

@@ -14,7 +14,6 @@ import time
 from typing import Any
 
 import numpy as np
-from ray import serve
 
 from steadyrank.retrieval.ranking import rank_async
 from steadyrank.serve.errors import InvalidInputError, check_rerank_args
@@ -36,7 +35,6 @@ from steadyrank.serve.settings import Settings, load_settings
 from steadyrank.serve.telemetry import Recorder
 
 
-@serve.deployment(name="Reranker")
 class Reranker:
     """A scoring model (cross-encoder, causal-LM reranker or bi-encoder).
 

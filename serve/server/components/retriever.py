@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from ray import serve
 
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool
@@ -27,7 +26,6 @@ class EmbedderIdentity:
         raise RuntimeError("the Retriever encodes no text itself: pass the query vector")
 
 
-@serve.deployment(name="Retriever")
 class Retriever:
     """``search(query, vector, mode, depth)`` → :class:`~retrieval.pipeline.CandidatePool`."""
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
-from ray import serve
 
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool, PassScores, Ranked, SearchModels, search
@@ -22,7 +21,6 @@ from steadyrank.serve.settings import Settings, load_settings
 from steadyrank.serve.telemetry import Recorder
 
 
-@serve.deployment(name="Searcher")
 class Searcher:
     """``search(call)`` → :class:`~serve.server.calls.SearchOutcome`; the pipeline's model calls are
     the Embedder, Retriever and (primary or canary) Reranker handles."""

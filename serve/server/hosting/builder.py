@@ -76,7 +76,7 @@ def build_app(args: dict[str, Any] | None = None) -> Any:
         return Ingress.options(**options, graceful_shutdown_timeout_s=grace_s).bind(settings)
     bound: dict[str, Any] = {}
     for component in components(settings):
-        deployment = component.deployment.options(**component.ray_options(settings), graceful_shutdown_timeout_s=grace_s)
+        deployment = component.deployment().options(**component.ray_options(settings), graceful_shutdown_timeout_s=grace_s)
         bound[component.key] = deployment.bind(*component.resolved(lambda ref: bound[ref.key]))
     ingress = Ingress.options(**d.ingress.ray_options(), graceful_shutdown_timeout_s=grace_s)
     return ingress.bind(settings, *(bound.get(k) for k in INGRESS_ARGS))

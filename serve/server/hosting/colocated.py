@@ -2,7 +2,7 @@
 every component.
 
 The Ingress replica builds the Searcher, Retriever, Embedder, Reranker (and CanaryReranker),
-MetricsHub and ShadowEvaluator as plain objects from their deployment classes and calls them
+MetricsHub and ShadowEvaluator as plain objects from their classes and calls them
 through :class:`LocalHandle`, which has a ``DeploymentHandle``'s call shape
 (``handle.method.remote(...)`` → an awaitable) but runs the method on this replica's event loop:
 no serialisation, no second process, no handle hop. Deadlines, cancellation (a caller that gives
@@ -78,7 +78,7 @@ def colocate(settings: Settings) -> Colocated:
         return built["metrics_hub"].store if ref == HUB else LocalHandle(built[ref.key])
 
     for component in components(settings):
-        part = component.deployment.func_or_class(*component.resolved(resolve))
+        part = component.cls(*component.resolved(resolve))
         if hasattr(part, "reconfigure"):  # a batched model: its batch options (Ray passes them as user_config)
             part.reconfigure(component.ray_options(settings)["user_config"])
         built[component.key] = part

@@ -19,8 +19,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-#: ``{deployment: (status, {replica state: count})}``
-ReplicaStates = dict[str, tuple[str, dict[str, int]]]
+from steadyrank.serve.server.components.metrics_hub import ReplicaStates
 
 
 @dataclass(frozen=True)
@@ -47,6 +46,14 @@ def replica_states(app_name: str) -> ReplicaStates | None:
                {str(getattr(k, "value", k)): int(v) for k, v in d.replica_states.items()})
         for name, d in app.deployments.items()
     }
+
+
+def this_app_replica_states() -> ReplicaStates | None:
+    """:func:`replica_states` of the application this Serve replica belongs to (blocking); the
+    MetricsHub's reader of the replica gauge (:mod:`serve.server.components.metrics_hub`)."""
+    from ray import serve as ray_serve
+
+    return replica_states(ray_serve.get_replica_context().app_name)
 
 
 def replica_health(app_name: str) -> ReplicaHealth:

@@ -16,6 +16,7 @@ from ray import serve
 
 from steadyrank.serve.server.cpu_priority import renice_local_proxies
 from steadyrank.serve.server.hosting.exposure import check_exposure
+from steadyrank.serve.server.hosting.failures import RAY_SERVE
 from steadyrank.serve.server.hosting.health import replica_health_async
 from steadyrank.serve.server.http import Services, create_app
 from steadyrank.serve.server.http.context import configure_logging
@@ -55,7 +56,7 @@ class Ingress:
             settings=settings, names=ServedNames.from_settings(settings),
             recorder=Recorder(sink, flush_interval_s=settings.telemetry.flush_interval_s),
             searcher=searcher, embedder=embedder, reranker=reranker, hub=hub, evaluator=evaluator,
-            health=health, replica_id=context.replica_id.unique_id, echoes_request_id=True)
+            health=health, replica_id=context.replica_id.unique_id, echoes_request_id=True, host=RAY_SERVE)
         self.http_app = create_app(self.services)
 
     def __serve_build_asgi_app__(self) -> FastAPI:

@@ -11,7 +11,8 @@ holding one shard. A shard that fails or misses ``index.shard_timeout_s`` fails 
 ``meta.missing_shards`` (docs/ARCHITECTURE.md, "Sharded index").
 
 Replica and node loss: a shard call whose replica died, or whose node stopped answering, is made
-again within ``index.shard_timeout_s`` (:mod:`serve.server.retry`), counted in
+again within ``index.shard_timeout_s`` (:mod:`serve.server.retry`, with
+:func:`~serve.server.hosting.failures.replica_lost`), counted in
 ``steadyrank_request_retries_total{reason="shard_replica_lost"}``: Serve routes the repeat to the
 shard's other replica (on another node) or to its replacement, so with two replicas per shard on two
 nodes the loss of one node fails no search.
@@ -23,7 +24,6 @@ import time
 from typing import Any
 
 import numpy as np
-from ray import serve
 
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool
@@ -31,6 +31,7 @@ from steadyrank.retrieval.shards import ShardAnswer, answer_from_store, open_sha
 from steadyrank.serve.errors import InvalidInputError
 from steadyrank.serve.server.components.common import model_executor, run_in
 from steadyrank.serve.server.components.retriever import EmbedderIdentity
+from steadyrank.serve.server.hosting.failures import replica_lost
 from steadyrank.serve.server.retry import again_if_lost
 from steadyrank.serve.settings import Settings, load_settings
 from steadyrank.serve.telemetry import Recorder
@@ -53,7 +54,6 @@ def shard_options(settings: Settings, index: int) -> dict[str, Any]:
     return {"name": shard_deployment_name(index), **options}
 
 
-@serve.deployment(name="RetrieverShard")
 class RetrieverShard:
     """One shard of the index (its documents only, scored with the corpus-wide BM25 statistics)."""
 
@@ -89,7 +89,6 @@ class RetrieverShard:
             raise InvalidInputError(str(exc)) from None
 
 
-@serve.deployment(name="Retriever")
 class ShardedRetriever:
     """The Retriever of a sharded index: the unsharded one's ``info``/``search``; the pool's
     ``missing_shards`` names the shards left out (partial results)."""
@@ -116,7 +115,7 @@ class ShardedRetriever:
         started = time.perf_counter()
         ends = time.monotonic() + index.shard_timeout_s
         calls = [lambda shard=shard: again_if_lost(lambda: shard.search.remote(query, vector, mode, depth, with_vectors),
-                                                   ends, self._count_repeat)
+                                                   ends, self._count_repeat, replica_lost)
                  for shard in self.shards]
         gathered = await scatter_gather(
             calls, mode=mode, depth=depth, timeout_s=index.shard_timeout_s, partial_ok=index.partial_results,

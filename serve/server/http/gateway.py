@@ -5,16 +5,17 @@ A request's deadline (:meth:`Gateway.deadline` seconds) runs from its arrival (:
 reading, parsing, rendering and tokenising its body count against it, and a call gets what is left
 (:meth:`Gateway.remaining`). Every call goes through :meth:`Gateway.call` under its deadline (seconds):
 
-- a call whose replica died under it, or whose answer was lost with its node (the exceptions
-  :func:`serve.server.retry.replica_lost` names), is made again, after 0.1 s, while the deadline
-  allows (:mod:`serve.server.retry`): Serve routes it to a live or replacement replica. Every call made here
-  only reads (scoring, search, reports), so a repeat is safe; repeats are counted in
-  ``steadyrank_request_retries_total{reason="replica_lost"}``;
+- a call whose replica died under it, or whose answer was lost with its node (what the host's
+  ``Services.host.lost`` says: on Ray Serve :func:`serve.server.hosting.failures.replica_lost`), is
+  made again, after 0.1 s, while the deadline allows (:mod:`serve.server.retry`): the host routes it
+  to a live or replacement replica. Every call made here only reads (scoring, search, reports), so a
+  repeat is safe; repeats are counted in ``steadyrank_request_retries_total{reason="replica_lost"}``;
 - what the call raised becomes a :class:`~serve.errors.SteadyrankError` of its kind: the
-  domain error a replica raised (out of Ray's wrappers) as it is; the deadline passing →
-  ``deadline_exceeded``; Serve's full queue (``BackPressureError``) → ``overloaded``; a deployment
-  without replicas → ``unavailable``; an index shard that did not answer → ``shard_unavailable``.
-  Anything else is a bug and propagates (a JSON 500 with the request id).
+  domain error a replica raised (out of the host's wrappers) as it is; the deadline passing →
+  ``deadline_exceeded``; a host failure as ``Services.host.domain`` maps it (Ray Serve's full queue
+  → ``overloaded``, a deployment without replicas → ``unavailable``); an index shard that did not
+  answer → ``shard_unavailable``. Anything else is a bug and propagates (a JSON 500 with the
+  request id).
 
 :meth:`Gateway.model_call` adds work-based admission (:mod:`serve.server.admission`) for the model
 deployments.
@@ -36,9 +37,8 @@ from steadyrank.serve.errors import (
     OverloadedError,
     ShardUnavailable,
     SteadyrankError,
-    UnavailableError,
 )
-from steadyrank.serve.server.http.services import Gate, Services
+from steadyrank.serve.server.http.services import Gate, HostFailures, Services
 from steadyrank.serve.server.retry import again_if_lost
 
 logger = logging.getLogger("steadyrank.http")
@@ -62,10 +62,9 @@ def root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def domain_error(exc: BaseException, deadline_s: float, retry_after_s: int) -> SteadyrankError | None:
-    """The domain error ``exc`` (raised by a deployment call) stands for, or None for a bug."""
-    from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
-
+def domain_error(exc: BaseException, deadline_s: float, retry_after_s: int,
+                 host: HostFailures) -> SteadyrankError | None:
+    """The domain error ``exc`` (raised by a component call) stands for, or None for a bug."""
     from steadyrank.retrieval.shards import ShardUnavailableError
 
     cause = root_cause(exc)
@@ -75,10 +74,9 @@ def domain_error(exc: BaseException, deadline_s: float, retry_after_s: int) -> S
         return cause
     if isinstance(exc, asyncio.TimeoutError) or isinstance(cause, asyncio.TimeoutError):
         return past_deadline(deadline_s)
-    if isinstance(cause, BackPressureError) or isinstance(exc, BackPressureError):
-        return OverloadedError("server overloaded: too many queued requests; retry later", retry_after_s=retry_after_s)
-    if isinstance(cause, DeploymentUnavailableError) or isinstance(exc, DeploymentUnavailableError):
-        return UnavailableError("a deployment is unavailable; retry later", retry_after_s=retry_after_s)
+    hosted = host.domain(cause, retry_after_s) or host.domain(exc, retry_after_s)
+    if hosted is not None:
+        return hosted
     if isinstance(cause, ShardUnavailableError):
         return ShardUnavailable(f"index shard unavailable: {cause}", retry_after_s=retry_after_s)
     return None
@@ -133,9 +131,10 @@ class Gateway:
         """Await ``call()`` under ``deadline`` seconds (see the module docstring); a 504 states the
         request's deadline as ``stated`` seconds (default ``deadline``)."""
         try:
-            return await again_if_lost(call, time.monotonic() + deadline, self._count_repeat)
+            return await again_if_lost(call, time.monotonic() + deadline, self._count_repeat, self.services.host.lost)
         except Exception as exc:
-            mapped = domain_error(exc, deadline if stated is None else stated, self.limits.retry_after_s)
+            mapped = domain_error(exc, deadline if stated is None else stated, self.limits.retry_after_s,
+                                  self.services.host)
             if mapped is None:
                 raise
             raise mapped from None

@@ -4,7 +4,9 @@
 ``Services`` holds the components behind the routes as handles with a Ray Serve
 ``DeploymentHandle``'s call shape (``handle.method.remote(...)`` → awaitable): real handles in the
 split layout, :class:`~serve.server.hosting.colocated.LocalHandle` in the colocated one, plain fakes in the
-in-process tests (tests/http); each typed by its component's Protocol (:mod:`serve.server.handles`)."""
+in-process tests (tests/http); each typed by its component's Protocol (:mod:`serve.server.handles`).
+What the host's own failures mean (a lost replica, a full queue) is the host's to say
+(:class:`HostFailures`): the HTTP edge imports no Ray."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from steadyrank.serve.errors import SteadyrankError
 from steadyrank.serve.server.admission import RefusalPacer, WorkQueue
 from steadyrank.serve.server.handles import (
     EmbedderHandle,
@@ -49,6 +52,27 @@ def search_work(settings: Settings) -> Work:
     return Work("reranker", settings.routing_policy().k_low)
 
 
+def _never_lost(exc: BaseException) -> bool:
+    return False
+
+
+def _no_domain_error(exc: BaseException, retry_after_s: int) -> SteadyrankError | None:
+    return None
+
+
+@dataclass(frozen=True)
+class HostFailures:
+    """What the host's own failures mean, told by the hosting layer (Ray Serve's:
+    :data:`serve.server.hosting.failures.RAY_SERVE`). ``lost(exc)``: the replica serving a call was
+    lost, so the call may be made again (:func:`serve.server.retry.again_if_lost`);
+    ``domain(exc, retry_after_s)``: the domain error a host failure stands for (its full queue, a
+    deployment without replicas), or None. The default: components called in process, whose
+    failures are their own."""
+
+    lost: Callable[[BaseException], bool] = _never_lost
+    domain: Callable[[BaseException, int], SteadyrankError | None] = _no_domain_error
+
+
 @dataclass
 class Services:
     """The components the routes call, and what the app needs to know about them.
@@ -57,7 +81,8 @@ class Services:
     (:class:`~serve.server.hosting.health.ReplicaHealth`), or None outside Ray Serve. ``replica_id``: this
     ingress replica's id (reported by ``drain``). ``echoes_request_id``: the server in front already
     sends the request's ``X-Request-Id`` back (Ray Serve's HTTP servers do, for the id they put in
-    the request's headers), so the app does not add a second one."""
+    the request's headers), so the app does not add a second one. ``host``: what the host's own
+    failures mean (:class:`HostFailures`)."""
 
     settings: Settings
     names: ServedNames
@@ -70,6 +95,7 @@ class Services:
     health: Callable[[], Awaitable[Any]] | None = None
     replica_id: str = "local"
     echoes_request_id: bool = False
+    host: HostFailures = field(default_factory=HostFailures)
     reranker_tokens: TokenCutter = field(init=False)
     embedder_tokens: TokenCutter = field(init=False)
 

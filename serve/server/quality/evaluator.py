@@ -1,7 +1,8 @@
-"""The shadow evaluator as a Ray Serve deployment: one low-concurrency replica off the request path.
+"""The shadow evaluator component: off the request path (split layout: one low-concurrency replica,
+:data:`serve.server.hosting.graph.EVALUATOR_DEFAULTS`).
 
-Bound by the application builder as
-``ShadowEvaluator.bind(quality_settings, searcher_handle, metrics_hub_handle, variants, profile)``
+Built by the composition root (:mod:`serve.server.hosting.graph`) as
+``ShadowEvaluator(quality_settings, searcher_handle, metrics_hub_handle, variants, profile)``
 (``profile``: the :class:`~serve.server.quality.service.GoldenProfile` of the server's search defaults).
 It replays golden queries through the Searcher (the same handles and routing users get) every
 ``interval_s``, evaluates mirrored responses the ingress hands it after replying, and exports the
@@ -15,9 +16,6 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from ray import serve
-from ray.serve.handle import DeploymentHandle
-
 from steadyrank.serve.server.calls import SearchCall, Variant
 from steadyrank.serve.server.quality.golden_sets import load_golden
 from steadyrank.serve.server.quality.probes import LiveProbes
@@ -26,19 +24,15 @@ from steadyrank.serve.settings.quality import QualitySettings
 from steadyrank.serve.telemetry import MetricsStore, Recorder
 
 
-@serve.deployment(
-    num_replicas=1,
-    max_ongoing_requests=8,
-    max_queued_requests=32,  # mirrored events beyond this are dropped, never queued without bound
-    ray_actor_options={"num_cpus": 0.05},
-)
 class ShadowEvaluator:
     """Golden replays, live mirroring and canary reports (see ``serve.server.quality.service``)."""
 
-    def __init__(self, settings: QualitySettings | dict, searcher: DeploymentHandle,
-                 hub: DeploymentHandle | MetricsStore, variants: Sequence[Variant], profile: GoldenProfile) -> None:
-        """Runs on the replica's event loop (Ray Serve calls a constructor there; so does the
-        colocated Ingress, :mod:`serve.server.hosting.colocated`), where the replay loop starts."""
+    def __init__(self, settings: QualitySettings | dict, searcher: Any, hub: Any | MetricsStore,
+                 variants: Sequence[Variant], profile: GoldenProfile) -> None:
+        """``searcher``, ``hub``: handles to the Searcher and the MetricsHub (a handle's call shape,
+        ``handle.method.remote(...)``), or the hub's in-process store. Runs on the replica's event
+        loop (Ray Serve calls a constructor there; so does the colocated Ingress,
+        :mod:`serve.server.hosting.colocated`), where the replay loop starts."""
         settings = QualitySettings.model_validate(settings)
         golden = load_golden(settings.golden, split=settings.golden_split, grade_map=settings.grade_map)
 

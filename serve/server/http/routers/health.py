@@ -23,7 +23,6 @@ from steadyrank.serve.server.http.deps import Role, authorised, caller_role, end
 from steadyrank.serve.server.http.gateway import SIDE_CALL_TIMEOUT_S, root_cause
 from steadyrank.serve.server.http.responses import JSON
 from steadyrank.serve.server.http.state import parts_of
-from steadyrank.serve.server.retry import replica_lost
 
 logger = logging.getLogger("steadyrank.http")
 router = APIRouter()
@@ -71,7 +70,7 @@ async def _readiness(request: Request) -> tuple[schemas.ReadyStatus, dict[str, A
         if services.evaluator is not None:
             checks["evaluator"] = {"configured": True}
     except Exception as exc:  # noqa: BLE001
-        if replica_lost(exc):  # a replica died before the controller marked it: degraded, being replaced
+        if services.host.lost(exc):  # a replica died before the controller marked it: degraded, being replaced
             return "degraded", {"replicas": {"lost": type(root_cause(exc)).__name__}}, 503
         logger.warning("not ready: %s: %s", type(root_cause(exc)).__name__, root_cause(exc))
         return "not_ready", {"error": type(root_cause(exc)).__name__}, 503
