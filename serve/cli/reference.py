@@ -1,6 +1,6 @@
 """Generated reference pages of the docs site: settings, Prometheus metrics, CLI.
 
-Each page is rendered from its one source: the pydantic settings model (``serve/settings/__init__.py``:
+Each page is rendered from its one source: the pydantic settings model (``serve/settings/``:
 every field's type, default and ``Field(description=...)``), the telemetry catalogue
 (``serve/telemetry.py``: ``MetricSpec``), the argparse parsers of every subcommand
 (``serve/cli/main.py`` ``COMMANDS``) and the ingress' OpenAPI schema (``serve/server/hosting/ingress.py``, with the
@@ -147,7 +147,7 @@ def _constructible(cls: type[BaseModel]) -> bool:
 
 def settings_page() -> str:
     """docs/reference/settings.md: every settings field with its type, default and description."""
-    out = [_header("serve/settings/__init__.py"),
+    out = [_header("serve/settings/"),
            "# Settings reference\n",
            "Every field of the server settings file (YAML or JSON, `steadyrank serve --config FILE`). A "
            "missing section or field keeps the default shown; unknown keys are errors; relative paths "
