@@ -3,9 +3,12 @@
 Layers, lowest first: ``metrics`` (numpy only) ← ``retrieval`` ← ``serve``. A module may import from its
 own layer and the layers below it, never from a layer above (docs/ARCHITECTURE.md, "Layers").
 
-Inside ``serve`` the same rule holds between its parts, lowest first (``SERVE_LAYERS``):
-``output``, ``telemetry``, ``runtime``, ``probes`` ← ``precision``, ``quality`` ← ``app`` ← ``commands`` ← ``cli`` ← ``reference``.
+Inside ``serve`` the same rule holds between its parts, lowest first (``SERVE_LAYERS``): a part is a
+module or package of ``serve/``, or of one of its role folders ``server/`` and ``tools/`` (``GROUPS``),
+e.g. ``errors``, ``runtime``, ``settings``, ``server.http``, ``server.hosting``, ``tools.golden``, ``cli``.
 A part imports itself and parts of lower rank only (parts of equal rank do not import each other).
+Ray is imported only where the app is hosted (``RAY_PARTS``); the HTTP edge (``serve/server/http``)
+imports no Ray at all (docs/ARCHITECTURE.md, "Inside serve/").
 """
 
 from __future__ import annotations
@@ -22,8 +25,25 @@ else:  # Python 3.10, the floor (requires-python): the dev extra installs tomli 
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = ("metrics", "retrieval", "serve")
-SERVE_LAYERS = {"output": 0, "telemetry": 0, "runtime": 0, "probes": 0, "contracts": 0, "precision": 1, "quality": 1,
-                "app": 2, "golden": 2, "clq": 2, "commands": 3, "cli": 4, "reference": 5}
+#: The parts of serve/ by rank (docs/ARCHITECTURE.md, "Inside serve/"); a part without a rank fails the test.
+SERVE_LAYERS = {
+    "errors": 0, "output": 0, "telemetry": 0, "tracing": 0, "tools.probes": 0,
+    "runtime": 1,
+    "settings": 2, "tools.precision": 2,
+    "server.calls": 3, "server.admission": 3, "server.priority": 3, "server.cpu_priority": 3, "server.memory": 3,
+    "server.retry": 3, "server.default": 3, "server.model_refs": 3,
+    "server.handles": 4, "server.quality": 4,
+    "server.components": 5, "server.http": 5, "server.golden_guard": 5, "tools.golden": 5, "tools.clq": 5,
+    "server.hosting": 6,
+    "launcher": 7, "app": 7,
+    "cli": 8,
+}
+#: Folders of serve/ whose children are the parts (a role: the server, the offline tools).
+GROUPS = ("server", "tools")
+#: The parts that may import Ray: where the app is hosted on Ray Serve, and what starts and stops it.
+RAY_PARTS = ("server.hosting", "launcher", "cli")
+#: Modules outside RAY_PARTS that may import Ray inside a function (never at import), and why.
+LAZY_RAY = {"serve/server/components/common.py": "in_replica: whether the process is a Serve replica (the renice)"}
 
 
 def _package_folders() -> set[str]:
@@ -85,7 +105,7 @@ def _imported_modules(path: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.append((node.lineno, node.module))
-            if node.module in ("steadyrank", "steadyrank.serve"):
+            if node.module in ("steadyrank", "steadyrank.serve", *(f"steadyrank.serve.{g}" for g in GROUPS)):
                 found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
     return found
 
@@ -105,20 +125,38 @@ def test_imports_only_run_downward_and_through_the_root():
     assert problems == []
 
 
+def _part_of(names: list[str]) -> str | None:
+    """The part of serve/ a module path (below serve/) lies in, e.g. ``["server", "http", "app"]`` →
+    ``server.http``; None for serve/__init__ and a group's own __init__."""
+    names = [n.removesuffix(".py") for n in names]
+    if names and names[0] in GROUPS:
+        return f"{names[0]}.{names[1]}" if len(names) > 1 and names[1] != "__init__" else None
+    return names[0] if names and names[0] != "__init__" else None
+
+
 def _serve_part(module: str) -> str | None:
     parts = module.split(".")
-    return parts[2] if len(parts) > 2 and parts[:2] == ["steadyrank", "serve"] else None
+    return _part_of(parts[2:]) if len(parts) > 2 and parts[:2] == ["steadyrank", "serve"] else None
+
+
+def _parts_on_disk() -> set[str]:
+    found = set()
+    for folder, prefix in ((REPO / "serve", ""), *((REPO / "serve" / g, f"{g}.") for g in GROUPS)):
+        for p in folder.iterdir():
+            if p.name in GROUPS and folder == REPO / "serve":
+                continue
+            if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file():
+                found.add(prefix + (p.stem if p.is_file() else p.name))
+    return found
 
 
 def test_serve_parts_import_only_lower_parts():
-    on_disk = {p.stem if p.is_file() else p.name for p in (REPO / "serve").iterdir()
-               if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
-    assert on_disk == set(SERVE_LAYERS), "every part of serve has a place in SERVE_LAYERS"
+    assert _parts_on_disk() == set(SERVE_LAYERS), "every part of serve has a place in SERVE_LAYERS"
     problems = []
     for path in sorted((REPO / "serve").rglob("*.py")):
         rel = path.relative_to(REPO / "serve")
-        own = rel.parts[0].removesuffix(".py")
-        if own == "__init__":
+        own = _part_of(list(rel.parts))
+        if own is None:
             continue
         for line, module in _imported_modules(path):
             other = _serve_part(module)
@@ -126,6 +164,50 @@ def test_serve_parts_import_only_lower_parts():
                 continue
             if SERVE_LAYERS[other] >= SERVE_LAYERS[own]:
                 problems.append(f"serve/{rel}:{line} imports {module} ({own} may not import {other})")
+    assert problems == []
+
+
+def _ray_imports(tree: ast.Module) -> tuple[list[int], list[int]]:
+    """Line numbers of the Ray imports of a module: at import time (module level, or under a
+    module-level ``if``/``try``), and inside a function or class."""
+    at_import, inside = [], []
+
+    def visit(node: ast.AST, nested: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            names = ([a.name for a in child.names] if isinstance(child, ast.Import)
+                     else [child.module or ""] if isinstance(child, ast.ImportFrom) and child.level == 0 else [])
+            if any(n == "ray" or n.startswith("ray.") for n in names):
+                (inside if nested else at_import).append(child.lineno)
+            visit(child, nested or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)))
+
+    visit(tree, False)
+    return at_import, inside
+
+
+def test_the_http_edge_imports_no_ray():
+    """No module of serve/server/http imports Ray, not even inside a function: what Ray's failures
+    mean reaches it from the hosting layer (``Services.host``)."""
+    found = {}
+    for path in sorted((REPO / "serve" / "server" / "http").rglob("*.py")):
+        at_import, inside = _ray_imports(ast.parse(path.read_text(), filename=str(path)))
+        if at_import or inside:
+            found[str(path.relative_to(REPO))] = at_import + inside
+    assert found == {}
+
+
+def test_ray_is_imported_only_where_the_app_is_hosted():
+    """Outside ``RAY_PARTS`` no module imports Ray at import time (the components are plain classes,
+    wrapped as deployments by the hosting layer), and inside a function only those of ``LAZY_RAY``."""
+    problems = []
+    for path in sorted((REPO / "serve").rglob("*.py")):
+        rel = path.relative_to(REPO)
+        part = _part_of(list(path.relative_to(REPO / "serve").parts))
+        if part in RAY_PARTS:
+            continue
+        at_import, inside = _ray_imports(ast.parse(path.read_text(), filename=str(path)))
+        problems += [f"{rel}:{line} imports Ray at import time" for line in at_import]
+        if str(rel) not in LAZY_RAY:
+            problems += [f"{rel}:{line} imports Ray (not where the app is hosted)" for line in inside]
     assert problems == []
 
 
