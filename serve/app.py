@@ -1,18 +1,10 @@
-"""The steadyrank Ray Serve application.
+"""The import path of the steadyrank Ray Serve application, ``steadyrank.serve.app:build_app``.
 
-``steadyrank.serve.app:build_app`` is the import path Ray Serve configs use (``deploy/serve_config.yaml``,
-``deploy/kuberay/rayservice.yaml``): ``build_app({"settings": "path/to/settings.yaml"})`` returns
-the bound application. Modules, one job each:
-
-- :mod:`serve.settings`    — the settings model, file loading and validation;
-- :mod:`serve.server.http.schemas`    — HTTP request/response schemas (Cohere/Jina, OpenAI shapes);
-- :mod:`serve.server.http.errors`      — error kind → HTTP status and each dialect's error body;
-- :mod:`serve.server.priority`    — user work before shadow work in a replica;
-- :mod:`serve.server.components` — one module per deployment (Embedder, Reranker, Retriever, Searcher, MetricsHub);
-- :mod:`serve.server.http`        — ``create_app``: the HTTP layer (middleware, dependencies, gateway, routers);
-- :mod:`serve.server.hosting.ingress`     — the Ray Serve ``Ingress`` deployment mounting it;
-- :mod:`serve.server.default`     — the embedded default (demo corpus, index cache);
-- :mod:`serve.server.hosting.builder`     — ``build_app``.
+Ray Serve configs name it (``deploy/serve_config.yaml``, ``deploy/kuberay/rayservice.yaml``, a
+user's ``serve run steadyrank.serve.app:build_app``): ``build_app({"settings": "path/to/settings.yaml"})``
+returns the bound application. It stays here, a stable alias, while the application itself lives in
+:mod:`serve.server` (the builder: :func:`serve.server.hosting.builder.build_app`; the layout:
+docs/ARCHITECTURE.md, "Inside serve/"). Importing this module imports nothing else.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The contracts between steadyrank's components (rank 0 of ``serve``: the deployments, the HTTP
-layer's dialects and the shadow evaluator all use them; they import nothing of ``serve`` above).
+"""The components' calls and answers (the lowest part of ``serve/server``: the components, the HTTP
+edge's dialects and the shadow evaluator all use them; they import nothing of ``serve``).
 
 - :data:`Variant`: which reranker serves a search;
 - :class:`SearchCall` → :class:`SearchOutcome`: the ``Searcher``'s call and answer (with

@@ -8,10 +8,10 @@
 
 Unknown request fields of these routes are ignored (clients of other rerank APIs send extras);
 the dialect routes (``serve.server.http.dialects``) refuse them. Limits that depend on the server's
-settings are stated in the served OpenAPI schema through ``dialects.contract.limited`` markers; the
-list limits among them bound the parse itself (``dialects.contract.bounded``: 413 at the first item
+settings are stated in the served OpenAPI schema through ``dialects.schema_limits.limited`` markers; the
+list limits among them bound the parse itself (``dialects.schema_limits.bounded``: 413 at the first item
 over), the others are checked by the ingress after the schema (400/413). Response bodies forbid undeclared fields.
-The internal contracts (the ``Searcher``'s :class:`SearchCall` → :class:`SearchOutcome`, the
+The components' calls and answers (the ``Searcher``'s :class:`SearchCall` → :class:`SearchOutcome`, the
 ``Reranker``'s :class:`RerankOutcome`, ``Variant``) live in ``serve.server.calls`` and are re-exported
 here for the routes.
 """
