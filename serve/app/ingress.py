@@ -21,6 +21,7 @@ from steadyrank.serve.app.health import replica_health_async
 from steadyrank.serve.app.http import Services, create_app
 from steadyrank.serve.app.http.context import configure_logging
 from steadyrank.serve.app.http.state import AppParts
+from steadyrank.serve.app.replica_grpc import bind_replica_grpc_to_node
 from steadyrank.serve.app.settings import Settings, load_settings
 from steadyrank.serve.telemetry import Recorder
 
@@ -34,6 +35,7 @@ class Ingress:
                  retriever: Any = None, hub: Any = None, evaluator: Any = None) -> None:
         """``deployments.layout: split``: the other deployments' handles. ``colocated``: no handles;
         this replica builds every component itself (:func:`serve.app.colocated.colocate`)."""
+        bind_replica_grpc_to_node()  # on a loopback node: this replica's gRPC server on loopback, not [::]
         settings = load_settings(settings)
         check_exposure(settings)  # Serve's real address, from its controller: never serve open
         configure_logging(settings.server.log_format)

@@ -13,3 +13,7 @@ Model runtimes are imported inside the constructors, so replicas that hold no mo
 torch from here; this package re-exports nothing, so a replica loads only its own deployment's
 module (the metrics hub never loads FAISS or bm25s).
 """
+
+from steadyrank.serve.app.replica_grpc import bind_replica_grpc_to_node
+
+bind_replica_grpc_to_node()  # in a replica on a loopback node: its gRPC server on loopback, not [::]
