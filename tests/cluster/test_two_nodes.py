@@ -199,9 +199,11 @@ def test_reranker_autoscales_up_under_load_and_down_when_idle(cluster: LocalClus
     assert now and float(now[0]["value"][1]) == 1.0, now
 
 
-def _answers(url: str, stop: threading.Event, log: list[tuple[float, bool, str | None]], body: dict) -> None:
+def _answers(url: str, stop: threading.Event, log: list[tuple[float, bool, str | None]], body: dict,
+             refusals: list[str]) -> None:
     """Search without pause until ``stop``; log (time, ok, what is wrong with a non-200 answer or
-    None when it is a JSON 503 with Retry-After). The client waits longer than the request's deadline
+    None when it is a JSON 503 with Retry-After) and the label of each JSON 503 in ``refusals``. The
+    client waits longer than the request's deadline
     (limits.request_timeout_s 60), so every request gets an answer."""
     with httpx.Client(base_url=url, timeout=90) as client:
         while not stop.is_set():
@@ -211,6 +213,8 @@ def _answers(url: str, stop: threading.Event, log: list[tuple[float, bool, str |
                 log.append((time.monotonic(), False, f"no answer: {type(exc).__name__}"))
                 continue
             log.append((time.monotonic(), r.status_code == 200, None if r.status_code == 200 else _not_retryable(r)))
+            if r.status_code != 200 and _not_retryable(r) is None:
+                refusals.append(_label(r))
 
 
 def _not_retryable(response: httpx.Response) -> str | None:
@@ -251,15 +255,15 @@ def test_worker_node_lost_under_load(cluster: LocalCluster, app: str):
     again afterwards, and every answer that is not a 200 is a JSON 503 with Retry-After, those of
     the requests lost with the killed Ingress replica included (Ray Serve's proxy answers those:
     serve/server/hosting/proxy_errors.py; before it, a plain-text 500)."""
-    stop, log = threading.Event(), []
+    stop, log, refusals = threading.Event(), [], []
     body = {"query": "restart a systemd service", "mode": "hybrid", "top_n": 5}
-    threads = [threading.Thread(target=_answers, args=(app, stop, log, body)) for _ in range(2)]
+    threads = [threading.Thread(target=_answers, args=(app, stop, log, body, refusals)) for _ in range(2)]
     for t in threads:
         t.start()
     readiness: list[tuple[float, int, bool]] = []
     said: list[str] = []  # each /readyz answer: status and, when given, the lost nodes
     slow: list[httpx.Response | str] = []
-    slow_threads = [threading.Thread(target=_slow_rerank, args=(app, slow)) for _ in range(4)]
+    slow_threads = [threading.Thread(target=_slow_rerank, args=(app, slow)) for _ in range(8)]
     try:
         time.sleep(5)
         for t in slow_threads:  # the proxy spreads them over both Ingress replicas (less loaded first)
@@ -305,7 +309,9 @@ def test_worker_node_lost_under_load(cluster: LocalCluster, app: str):
     assert after and after[-1][1], "requests must succeed again after the node loss"
     assert recovery < 120, result
     assert not wrong, result  # every answer JSON; every refusal a retryable 503
-    assert "503 lost with its replica" in slow_answers, result  # a request was lost with the killed Ingress: met
+    # a request was lost with the killed Ingress (a slow rerank or a search; the proxy decides which
+    # Ingress replica holds which, so which of them is not fixed) and got the proxy's JSON 503
+    assert "503 lost with its replica" in slow_answers + refusals, result
     # /readyz tells the truth: whenever it said ready, the search issued right after succeeded
     assert all(searched for _, code, searched in readiness if code == 200), readiness
     assert readiness[-1][1] == 200 and readiness[-1][2]

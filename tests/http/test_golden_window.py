@@ -75,4 +75,4 @@ async def test_two_hundred_repeats_of_one_golden_query_move_the_window_by_one_qu
     assert per_query[0] < per_query[1] == 1.0
     assert window["quality"]["ndcg@10"]["expected"] == pytest.approx(sum(per_query) / 2)
     assert quality["mirrored"] == 201 and quality["mirror_skipped_settings"] == 1
-    assert quality["evaluation_settings"] == {"mode": "hybrid", "denoise": "rules"}
+    assert quality["evaluation_settings"] == {"mode": "hybrid", "denoise": "off"}  # the served defaults

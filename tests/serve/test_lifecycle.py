@@ -420,22 +420,17 @@ def _assert_listens_on_loopback_only(srv: Server, haproxy_files: Path) -> None:
     """What ``ss -ltnp`` shows for the server's process tree (and its HAProxy processes): every
     listening TCP socket on a loopback address — the HTTP front, HAProxy's stats and Prometheus
     listeners, the GCS, the raylet, the dashboard and runtime-env agents, every worker's gRPC
-    server. One exception, Ray Serve's own and not configurable: each replica's inter-deployment
-    gRPC server, which Ray Serve 2.60 binds to ``[::]:0`` in every replica
-    (``ray/serve/_private/replica.py``, ``_on_initialized``; behind Ray's token authentication);
-    exactly one such socket per replica process is allowed, and nothing else."""
+    server and each replica's inter-deployment gRPC server (which Ray Serve 2.60 binds to
+    ``[::]:0``; :mod:`serve.server.hosting.replica_grpc` binds it to the loopback node's address). No exception."""
     tree = {p.pid: p for p in srv.tree() + haproxies(haproxy_files)}
     listening = [(c.laddr.ip, c.laddr.port, c.pid) for c in psutil.net_connections("tcp")
                  if c.status == psutil.CONN_LISTEN and c.pid in tree]
     assert any(port == srv.port for _, port, _ in listening), "the server's own port was not seen"
     exposed = [(ip, port, pid, _cmdline(tree[pid])[:60]) for ip, port, pid in listening if not _is_loopback(ip)]
-    replica_grpc = [entry for entry in exposed if entry[0] == "::" and entry[3].startswith("ray::ServeReplica:")]
-    others = [entry for entry in exposed if entry not in replica_grpc]
-    assert not others, f"listening beyond loopback: {others}"
-    per_replica = [pid for _, _, pid, _ in replica_grpc]
-    assert len(per_replica) == len(set(per_replica)), replica_grpc  # one per replica at most
-    print(f"\n[lifecycle] {len(listening)} listening sockets, all on loopback but {len(replica_grpc)} replica "
-          f"gRPC server(s) on [::] (Ray Serve's, not configurable)")
+    assert not exposed, f"listening beyond loopback: {exposed}"
+    replicas = {pid for _, _, pid in listening if _cmdline(tree[pid]).startswith("ray::ServeReplica:")}
+    assert replicas, "no replica's gRPC server was seen listening"
+    print(f"\n[lifecycle] {len(listening)} listening sockets, all on loopback ({len(replicas)} replica processes)")
 
 
 def _name_or_none(proc: psutil.Process) -> str | None:

@@ -61,10 +61,14 @@ class Component:
     defaults: dict[str, Any] = field(default_factory=dict)
 
     def deployment(self) -> Any:
-        """``cls`` as a Ray Serve deployment (``ray.serve.Deployment``) with its ``defaults``."""
+        """``cls`` as a Ray Serve deployment (``ray.serve.Deployment``) with its ``defaults``; its
+        replicas bind their gRPC server on a loopback node's address
+        (:func:`serve.server.hosting.replica_grpc.binding_on_node`)."""
         from ray import serve
 
-        return serve.deployment(self.cls, **self.defaults)
+        from steadyrank.serve.server.hosting.replica_grpc import binding_on_node
+
+        return serve.deployment(binding_on_node(self.cls), **self.defaults)
 
     def ray_options(self, settings: Settings) -> dict[str, Any]:
         """The deployment's Ray Serve options: its section's, then ``options`` over them."""

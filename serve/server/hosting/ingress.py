@@ -18,6 +18,7 @@ from steadyrank.serve.server.cpu_priority import renice_local_proxies
 from steadyrank.serve.server.hosting.exposure import check_exposure
 from steadyrank.serve.server.hosting.failures import RAY_SERVE
 from steadyrank.serve.server.hosting.health import replica_health_async
+from steadyrank.serve.server.hosting.replica_grpc import bind_replica_grpc_to_node
 from steadyrank.serve.server.http import Services, create_app
 from steadyrank.serve.server.http.context import configure_logging
 from steadyrank.serve.server.http.dialects.names import ServedNames
@@ -35,6 +36,7 @@ class Ingress:
                  retriever: Any = None, hub: Any = None, evaluator: Any = None) -> None:
         """``deployments.layout: split``: the other deployments' handles. ``colocated``: no handles;
         this replica builds every component itself (:func:`serve.server.hosting.colocated.colocate`)."""
+        bind_replica_grpc_to_node()  # on a loopback node: this replica's gRPC server on loopback, not [::]
         settings = load_settings(settings)
         check_exposure(settings)  # Serve's real address, from its controller: never serve open
         configure_logging(settings.server.log_format)
