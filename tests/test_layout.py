@@ -11,6 +11,7 @@ A part imports itself and parts of lower rank only (parts of equal rank do not i
 from __future__ import annotations
 
 import ast
+import graphlib
 import subprocess
 import sys
 from pathlib import Path
@@ -129,6 +130,43 @@ def test_serve_parts_import_only_lower_parts():
     assert problems == []
 
 
+def _module_name(path: Path) -> str:
+    """The import name of a source file of a layer (``retrieval/shards/on_disk.py`` → ``steadyrank.retrieval.shards.on_disk``)."""
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return "steadyrank." + ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph(layer: str) -> dict[str, set[str]]:
+    """``{module: modules of the same layer it imports}``: every import statement counts, at module
+    level, inside a function or under ``if TYPE_CHECKING:`` (each is an edge a reader follows);
+    ``from package import name`` points at the submodule ``package.name`` when there is one.
+    Importing ``a.b.c`` is an edge to ``a.b.c`` only, not to the packages above it (a package's
+    ``__init__`` runs first, but the lazy ones import nothing there)."""
+    modules = {_module_name(p): p for p in (REPO / layer).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets.add(node.module)
+                targets.update(f"{node.module}.{alias.name}" for alias in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def test_no_import_cycles_in_retrieval():
+    """No module of ``retrieval`` reaches itself through imports of any kind (issue 40: ``index`` →
+    ``shards`` → ``pipeline`` → ``index`` was one): its modules can be read, and tested, bottom up."""
+    graph = _import_graph("retrieval")
+    try:
+        order = list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        raise AssertionError(f"import cycle {' -> '.join(exc.args[1])}") from None
+    assert set(order) == set(graph)
+
+
 def _type_checking_imports(tree: ast.Module) -> dict[str, str]:
     """``{name: module}`` of the ``from module import name`` statements under ``if TYPE_CHECKING:``."""
     found: dict[str, str] = {}
@@ -146,9 +184,13 @@ def test_lazy_packages_declare_their_exports_alike_in_all_three_places():
     ``if TYPE_CHECKING:`` imports (what a type checker reads). They must agree, name and module."""
     import importlib
 
-    for package, folder in (("steadyrank.retrieval", "retrieval"), ("steadyrank.serve.runtime", "serve/runtime")):
+    for package, folder in (("steadyrank.retrieval", "retrieval"), ("steadyrank.retrieval.shards", "retrieval/shards"),
+                            ("steadyrank.serve.runtime", "serve/runtime")):
         module = importlib.import_module(package)
         exports: dict[str, str] = module._EXPORTS
         assert module.__all__ == sorted(exports), package
+        # importing a submodule binds its name in the package: an export of that name would be replaced
+        submodules = {p.stem for p in (REPO / folder).glob("*.py")} | {p.parent.name for p in (REPO / folder).glob("*/__init__.py")}
+        assert not set(exports) & submodules, package
         tree = ast.parse((REPO / folder / "__init__.py").read_text())
         assert _type_checking_imports(tree) == exports, package
