@@ -27,6 +27,8 @@ import yaml
 
 from tests.serve.conftest import app_beside, parse_metrics, wait_until
 
+pytestmark = pytest.mark.e2e  # the CLI builds the golden set in a subprocess; the served app
+
 DEMO = Path(__file__).resolve().parents[2] / "serve" / "data" / "demo"
 APP = "built-golden"
 BUILT_QUERIES = 4

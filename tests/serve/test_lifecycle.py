@@ -34,6 +34,7 @@ import psutil
 import pytest
 
 from steadyrank.serve.app.lifecycle import haproxies
+from tests.tiers import e2e_fixture
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.lifecycle]
 
@@ -130,6 +131,7 @@ def shared() -> Iterator[dict[str, object]]:
 
 
 @pytest.fixture(params=["colocated"])
+@e2e_fixture
 def server(request: pytest.FixtureRequest, shared: dict[str, object]) -> Iterator[Server]:
     """``steadyrank serve`` in its own session on the module's port with its own Ray temp folder,
     in the ``deployments.layout`` given as the fixture's parameter (default colocated, as
