@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip -q --disable-pip-version-check
 
-.PHONY: setup serve test test-fast lint typecheck prometheus bench docs reference
+.PHONY: setup serve test test-fast test-unit lint typecheck prometheus bench docs reference
 
 setup: $(VENV)/.installed
 
@@ -51,19 +51,22 @@ typecheck: setup
 	@for file in __init__.py lazy.py; do ln -sf ../../../steadyrank/$$file build/typecheck/steadyrank/$$file; done
 	$(VENV)/bin/basedpyright $$(find -L build/typecheck/steadyrank -name '*.py' -not -path '*/__pycache__/*' -not -path '*/data/*')
 
+# The fast tiers on every core, then the e2e tier in one process (see the test tiers below).
 test: setup prometheus lint typecheck docs
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n auto --dist loadfile -m "not e2e" tests
+	$(PY) -m pytest -q -m e2e tests
 
-# The fast tier: no Ray, no server, no model download or index build: the HTTP layer in process
-# (tests/http) and its resource budget (tests/budget), the metrics, the quality service, settings,
-# telemetry, dialects and the layout (tests marked ray, cluster or lifecycle by tests/conftest.py are
-# left out).
-FAST_TESTS := tests/http tests/budget tests/metrics tests/quality tests/test_layout.py tests/deploy tests/serve/test_settings.py \
-  tests/serve/test_telemetry.py tests/serve/test_dialect_translation.py tests/serve/test_admission.py \
-  tests/serve/test_batcher.py tests/serve/test_priority.py
-
+# The test tiers (tests/tiers.py): unit (in process, no Ray, no other process), integration (in
+# process, through the HTTP app or model weights) and e2e (Ray or processes). A
+# test's marks and fixtures decide its tier, and a unit or integration test that starts a process
+# or Ray fails. test-fast runs the first two, test-unit the first, each on every core (pytest-xdist,
+# a test file per worker); `make test` runs them so too, then the e2e tier in one process (one Ray
+# instance per session).
 test-fast: setup
-	$(PY) -m pytest -q -m "not ray" $(FAST_TESTS)
+	$(PY) -m pytest -q -n auto --dist loadfile -m "not e2e" tests
+
+test-unit: setup
+	$(PY) -m pytest -q -n auto --dist loadfile -m unit tests
 
 bench: setup
 	$(PY) benchmarks/bench_metrics.py

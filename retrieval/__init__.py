@@ -10,7 +10,8 @@
 Modules: ``corpus`` (documents, JSONL readers), ``dense`` (FAISS), ``bm25`` (bm25s), ``fusion`` (RRF),
 ``generations`` (the index directory's format), ``build`` (building an index), ``search`` (the
 loaded index in memory and its search), ``store`` (loading, WAL, compaction), ``index`` (the ``Index``
-protocol and ``open_index``), ``shards`` (sharded index, scatter-gather),
+protocol and ``open_index``), ``shards/`` (sharded index: ``on_disk``, ``gather``, ``build``,
+``sharded_index``), ``candidate_pool`` (one query's candidates with their documents),
 ``layout`` (the files that mark an index directory; no FAISS),
 ``routing`` (pure dynamic-K policy and signals),
 ``pipeline`` (two-pass reranking), ``calibration`` (threshold search), ``protocols`` (model interfaces).
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ below imp
         load_settings,
     )
     from steadyrank.retrieval.search import Candidates
-    from steadyrank.retrieval.shards import ShardedIndex
+    from steadyrank.retrieval.shards.sharded_index import ShardedIndex
     from steadyrank.retrieval.store import EmbedderMismatchError, IndexStore
 
 #: public name → the submodule that defines it
@@ -81,7 +82,7 @@ _EXPORTS: dict[str, str] = {
     "EmbedderMismatchError": "steadyrank.retrieval.store",
     "IndexIntegrityError": "steadyrank.retrieval.generations",
     "IndexStore": "steadyrank.retrieval.store",
-    "ShardedIndex": "steadyrank.retrieval.shards",
+    "ShardedIndex": "steadyrank.retrieval.shards.sharded_index",
     "build_index": "steadyrank.retrieval.build",
 }
 

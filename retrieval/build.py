@@ -116,7 +116,7 @@ def build_index(
     ``skipped_empty`` is the number of empty corpus documents the caller left out; the manifest
     records it (``skipped_empty``) and compaction carries it over.
 
-    ``shard``: build one shard of a sharded index (``retrieval.shards``): BM25 scored with the whole
+    ``shard``: build one shard of a sharded index (``retrieval.shards.build``): BM25 scored with the whole
     corpus' statistics, each document recorded with its corpus-wide insertion number ``seq``."""
     root = Path(path)
     if not documents:

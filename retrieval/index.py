@@ -1,6 +1,6 @@
 """The one interface of a loaded index, single or sharded, and :func:`open_index`.
 
-:class:`~retrieval.store.IndexStore` (one directory) and :class:`~retrieval.shards.ShardedIndex`
+:class:`~retrieval.store.IndexStore` (one directory) and :class:`~retrieval.shards.sharded_index.ShardedIndex`
 (shards searched by scatter-gather, merged exactly) both implement :class:`Index`; callers that
 only search, read documents or apply changes take an ``Index``. Importing this module loads neither
 FAISS nor bm25s (:func:`open_index` imports them when called).
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from steadyrank.retrieval.candidate_pool import StoredDocuments
 from steadyrank.retrieval.corpus import Document
 from steadyrank.retrieval.layout import is_sharded
 from steadyrank.retrieval.modes import Mode
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
     from steadyrank.retrieval.search import Candidates
 
 
-class Index(Protocol):
-    """A loaded index: search, read, and (opened writable) change it durably."""
+class Index(StoredDocuments, Protocol):
+    """A loaded index: search, read (:class:`~retrieval.candidate_pool.StoredDocuments`: ``document``,
+    ``vectors``), and (opened writable) change it durably."""
 
     @property
     def count(self) -> int:
@@ -34,14 +36,6 @@ class Index(Protocol):
         ...
 
     def __contains__(self, doc_id: object) -> bool: ...
-
-    def document(self, doc_id: str) -> Document:
-        """The live document ``doc_id`` (KeyError if absent or deleted)."""
-        ...
-
-    def vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
-        """The stored float32 unit vectors of the live documents ``doc_ids``, rows in that order."""
-        ...
 
     def search(
         self, query: str, *, mode: Mode = "dense", depth: int = 100, rrf_k: float = ...,
@@ -77,10 +71,10 @@ class Index(Protocol):
 
 
 def open_index(path: str | Path, embedder: Embedder | None = None, *, writable: bool = False) -> Index:
-    """The index at ``path``: a :class:`~retrieval.shards.ShardedIndex` if it is sharded, else an
+    """The index at ``path``: a :class:`~retrieval.shards.sharded_index.ShardedIndex` if it is sharded, else an
     :class:`~retrieval.store.IndexStore`."""
     if is_sharded(path):
-        from steadyrank.retrieval.shards import ShardedIndex
+        from steadyrank.retrieval.shards.sharded_index import ShardedIndex
 
         return ShardedIndex.open(path, embedder, writable=writable)
     from steadyrank.retrieval.store import IndexStore

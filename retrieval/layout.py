@@ -2,7 +2,7 @@
 process that only asks *is there an index here?* stays light).
 
 - ``DIR/CURRENT``: an unsharded index (:mod:`retrieval.store`) names its live generation there;
-- ``DIR/SHARDS.json``: a sharded index (:mod:`retrieval.shards`) lists its shards there.
+- ``DIR/SHARDS.json``: a sharded index (:mod:`retrieval.shards.on_disk`) lists its shards there.
 """
 
 from __future__ import annotations

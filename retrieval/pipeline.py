@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from steadyrank.retrieval.corpus import Document
+from steadyrank.retrieval.candidate_pool import CandidatePool
 from steadyrank.retrieval.denoise import denoise_rules
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.protocols import Embedder, Reranker
@@ -53,36 +53,7 @@ from steadyrank.retrieval.routing import (
 
 if TYPE_CHECKING:
     from steadyrank.retrieval.index import Index
-    from steadyrank.retrieval.search import Candidates, Hits
-
-
-@dataclass(frozen=True)
-class CandidatePool:
-    """First-stage candidates of one query: the mode's list (``doc_ids``, ``scores``), the documents
-    (``Document.full_text`` is what is reranked), the component lists and the store's timings (s);
-    ``missing_shards``: shards of a sharded index that did not answer (partial results,
-    :mod:`retrieval.shards`)."""
-
-    doc_ids: list[str]
-    scores: np.ndarray
-    documents: list[Document]
-    dense: Hits | None
-    sparse: Hits | None
-    timings: dict[str, float]
-    vectors: np.ndarray | None = None
-    missing_shards: tuple[int, ...] = ()
-
-    @classmethod
-    def from_store(cls, store: Index, candidates: Candidates, with_vectors: bool = False) -> CandidatePool:
-        """The pool of ``candidates``; ``with_vectors``: also their stored float32 vectors (n, dim)."""
-        docs = [store.document(d) for d in candidates.doc_ids]
-        vectors = store.vectors(candidates.doc_ids) if with_vectors else None
-        return cls(list(candidates.doc_ids), np.asarray(candidates.scores, dtype=np.float64), docs,
-                   candidates.dense, candidates.sparse, dict(candidates.timings), vectors)
-
-    @property
-    def texts(self) -> list[str]:
-        return [d.full_text for d in self.documents]
+    from steadyrank.retrieval.search import Candidates
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ imports no Ray at all (docs/ARCHITECTURE.md, "Inside serve/").
 from __future__ import annotations
 
 import ast
-import subprocess
+import graphlib
 import sys
 from pathlib import Path
 
@@ -60,41 +60,19 @@ def test_every_package_folder_is_listed_in_pyproject():
     assert config["package-dir"] == {"steadyrank": "steadyrank", **{f"steadyrank.{t}": t for t in LAYERS}}
 
 
-def test_installed_import_names_are_namespaced(tmp_path):
+def test_installed_import_names_are_namespaced(fresh_imports):
     """Outside the source tree only ``steadyrank.*`` is importable, never the bare folder names."""
-    code = (
-        "import importlib, steadyrank.metrics, steadyrank.retrieval, steadyrank.serve\n"
-        "for bare in ('metrics', 'retrieval', 'serve'):\n"
-        "    try:\n"
-        "        importlib.import_module(bare)\n"
-        "    except ModuleNotFoundError:\n"
-        "        continue\n"
-        "    raise SystemExit(f'bare package importable: {bare}')\n"
-        "print('ok')\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr + out.stdout
-    assert out.stdout.strip() == "ok"
+    assert fresh_imports["bare"] == []
 
 
-def test_metrics_needs_numpy_alone(tmp_path):
+def test_metrics_needs_numpy_alone(fresh_imports):
     """Importing every metrics module pulls in numpy and the standard library, nothing else."""
-    code = (
-        "import sys, pkgutil, importlib\n"
-        "before = set(sys.modules)\n"
-        "import steadyrank.metrics as m\n"
-        "for info in pkgutil.iter_modules(m.__path__):\n"
-        "    importlib.import_module('steadyrank.metrics.' + info.name)\n"
-        "new = set(sys.modules) - before\n"
-        "third = {n.split('.')[0] for n in new} - set(sys.stdlib_module_names) - {'steadyrank', 'numpy'}\n"
-        # the runtime modules Cython-compiled extensions (numpy's, before numpy 2) register: not imports
-        "third = {n for n in third if not n.startswith('_cython_') and n != 'cython_runtime'}\n"
-        "own = sorted(n for n in new if n.startswith('steadyrank.') and not n.startswith('steadyrank.metrics'))\n"
-        "print(sorted(third), own)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[] []"
+    new = fresh_imports["metrics"]
+    third = {n.split(".")[0] for n in new} - set(fresh_imports["stdlib"]) - {"steadyrank", "numpy"}
+    # the runtime modules Cython-compiled extensions (numpy's, before numpy 2) register: not imports
+    third = {n for n in third if not n.startswith("_cython_") and n != "cython_runtime"}
+    own = sorted(n for n in new if n.startswith("steadyrank.") and not n.startswith("steadyrank.metrics"))
+    assert (sorted(third), own) == ([], [])
 
 
 def _imported_modules(path: Path) -> list[tuple[int, str]]:
@@ -211,6 +189,43 @@ def test_ray_is_imported_only_where_the_app_is_hosted():
     assert problems == []
 
 
+def _module_name(path: Path) -> str:
+    """The import name of a source file of a layer (``retrieval/shards/on_disk.py`` → ``steadyrank.retrieval.shards.on_disk``)."""
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return "steadyrank." + ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph(layer: str) -> dict[str, set[str]]:
+    """``{module: modules of the same layer it imports}``: every import statement counts, at module
+    level, inside a function or under ``if TYPE_CHECKING:`` (each is an edge a reader follows);
+    ``from package import name`` points at the submodule ``package.name`` when there is one.
+    Importing ``a.b.c`` is an edge to ``a.b.c`` only, not to the packages above it (a package's
+    ``__init__`` runs first, but the lazy ones import nothing there)."""
+    modules = {_module_name(p): p for p in (REPO / layer).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets.add(node.module)
+                targets.update(f"{node.module}.{alias.name}" for alias in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def test_no_import_cycles_in_retrieval():
+    """No module of ``retrieval`` reaches itself through imports of any kind (issue 40: ``index`` →
+    ``shards`` → ``pipeline`` → ``index`` was one): its modules can be read, and tested, bottom up."""
+    graph = _import_graph("retrieval")
+    try:
+        order = list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        raise AssertionError(f"import cycle {' -> '.join(exc.args[1])}") from None
+    assert set(order) == set(graph)
+
+
 def _type_checking_imports(tree: ast.Module) -> dict[str, str]:
     """``{name: module}`` of the ``from module import name`` statements under ``if TYPE_CHECKING:``."""
     found: dict[str, str] = {}
@@ -228,9 +243,13 @@ def test_lazy_packages_declare_their_exports_alike_in_all_three_places():
     ``if TYPE_CHECKING:`` imports (what a type checker reads). They must agree, name and module."""
     import importlib
 
-    for package, folder in (("steadyrank.retrieval", "retrieval"), ("steadyrank.serve.runtime", "serve/runtime")):
+    for package, folder in (("steadyrank.retrieval", "retrieval"), ("steadyrank.retrieval.shards", "retrieval/shards"),
+                            ("steadyrank.serve.runtime", "serve/runtime")):
         module = importlib.import_module(package)
         exports: dict[str, str] = module._EXPORTS
         assert module.__all__ == sorted(exports), package
+        # importing a submodule binds its name in the package: an export of that name would be replaced
+        submodules = {p.stem for p in (REPO / folder).glob("*.py")} | {p.parent.name for p in (REPO / folder).glob("*/__init__.py")}
+        assert not set(exports) & submodules, package
         tree = ast.parse((REPO / folder / "__init__.py").read_text())
         assert _type_checking_imports(tree) == exports, package

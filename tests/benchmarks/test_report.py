@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks import _report
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.e2e
 def test_written_result_names_commit_argv_dates_machine_and_load(tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     written = _report.write_json(out, {"rows": [1, 2]})

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # each test runs the CLI in a subprocess
+
 QRELS = "q1 0 a 2\nq1 0 b 1\nq1 0 z 3\nq2 0 c 1\n"
 # q1: a and b tie at the top; q2's only relevant doc ties with two others.
 RUN = "q1 Q0 a 1 0.9 t\nq1 Q0 b 2 0.9 t\nq1 Q0 x 3 0.1 t\nq2 Q0 d 1 0.5 t\nq2 Q0 c 2 0.5 t\nq2 Q0 e 3 0.5 t\n"
@@ -57,6 +59,7 @@ def test_tie_break_docid_changes_only_the_oblivious_value(files):
     "extra, message",
     [(["-m", "ndcg"], "expected NAME@K"), (["-m", "foo@3"], "unknown metric 'foo'"), (["-m", "ndcg@0"], "cutoff must be >= 1")],
 )
+
 def test_bad_measures_exit_nonzero_with_one_line(files, extra, message):
     out = steadyrank("evaluate", "--qrels", str(files / "qrels"), "--run", str(files / "run"), *extra)
     assert out.returncode == 2

@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiers import integration_fixture
+
 TINY_BERT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
                  max_position_embeddings=512)
 
 
 @pytest.fixture(scope="session")
+@integration_fixture
 def tiny_models(tmp_path_factory) -> tuple[Path, Path]:
     """``(bi-encoder dir, cross-encoder dir)``: a sentence-transformers-layout tiny BERT with mean
     pooling (the bundled MiniLM's modules and tokenizer) and a tiny 1-logit cross-encoder."""

@@ -1,4 +1,5 @@
-"""End-to-end sweeps on the demo corpus with tiny models: outputs, frontier, picks, resume after SIGKILL."""
+"""An end-to-end sweep on the demo corpus with tiny models: outputs, frontier, picks, resume after
+SIGKILL (one sweep, killed and resumed, serves both tests)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from steadyrank.serve.tools.clq.frontier import pareto_front
 from tests.clq.conftest import write_grid
+from tests.tiers import e2e_fixture
 
 DEMO = Path(__file__).resolve().parents[2] / "serve" / "data" / "demo"
 
@@ -21,9 +26,39 @@ def _command(grid: Path, out: Path, *extra: str) -> list[str]:
             "--corpus", str(DEMO / "corpus.jsonl"), "--golden", str(DEMO / "golden.jsonl"), "--out", str(out), *extra]
 
 
-def test_sweep_end_to_end(tmp_path: Path, tiny_models) -> None:
-    grid = write_grid(tmp_path / "grid.yaml", *tiny_models)
-    done = subprocess.run(_command(grid, tmp_path / "out", "--json"), capture_output=True, text=True, timeout=900)
+@dataclass(frozen=True)
+class KilledAndResumed:
+    """A sweep SIGKILLed once it had finished 3 configurations, then run again to the end."""
+
+    out: Path
+    finished: dict[str, bytes]  # the configurations' files as the killed run left them
+    done: subprocess.CompletedProcess  # the resumed run (``--json``)
+
+
+@pytest.fixture(scope="module")
+@e2e_fixture
+def killed_and_resumed(tmp_path_factory: pytest.TempPathFactory, tiny_models) -> KilledAndResumed:
+    """One sweep for both tests below (a whole sweep is this module's cost): killed with SIGKILL
+    after its third configuration, then resumed to the end, whose outputs are the sweep's."""
+    root = tmp_path_factory.mktemp("sweep")
+    grid = write_grid(root / "grid.yaml", *tiny_models)
+    out = root / "out"
+    process = subprocess.Popen(_command(grid, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    deadline = time.monotonic() + 900
+    configs = out / "configs"
+    while time.monotonic() < deadline and len(list(configs.glob("*.json")) if configs.exists() else []) < 3:
+        assert process.poll() is None, "the sweep ended before it could be killed"
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    finished = {p.name: p.read_bytes() for p in configs.glob("*.json")}
+    done = subprocess.run(_command(grid, out, "--json"), capture_output=True, text=True, timeout=900)
+    return KilledAndResumed(out, finished, done)
+
+
+def test_sweep_end_to_end(killed_and_resumed: KilledAndResumed) -> None:
+    done, out = killed_and_resumed.done, killed_and_resumed.out
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     results = report["results"]
@@ -42,7 +77,7 @@ def test_sweep_end_to_end(tmp_path: Path, tiny_models) -> None:
     dynamic = [r for r in results if r["k_policy"] == "dyn5-10"]
     assert all(5 <= r["cost"]["candidates_reranked"] <= 10 for r in dynamic)
     # PCA16 and Flat share one build per embedder × dimension × factory: 6 dense indexes (bm25 reuses one)
-    assert len(list((tmp_path / "out" / "indexes").iterdir())) == 6
+    assert len(list((out / "indexes").iterdir())) == 6
     # the frontier in the report is the exact frontier of the reported objectives
     assert len(report["load_average_at_end"]) == 3
     rows = report["configurations"]
@@ -56,28 +91,16 @@ def test_sweep_end_to_end(tmp_path: Path, tiny_models) -> None:
     assert chosen["cost"]["candidates_reranked"] <= by_id[best]["cost"]["candidates_reranked"]
     assert unbounded["pick"] == best or unbounded["pick"] in unbounded["within_noise_of_best"]
     assert report["budget_picks"][1]["pick"] is None  # nothing is free
-    assert (tmp_path / "out" / "clq.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "clq.png").read_bytes()[:4] == b"\x89PNG"
     # scores were cached per regime: one file each, every scored pair reused across configurations
-    assert len(list((tmp_path / "out" / "cache").glob("scores-*.json"))) == 2
+    assert len(list((out / "cache").glob("scores-*.json"))) == 2
 
 
-def test_killed_sweep_resumes_with_finished_configurations(tmp_path: Path, tiny_models) -> None:
-    grid = write_grid(tmp_path / "grid.yaml", *tiny_models)
-    out = tmp_path / "out"
-    process = subprocess.Popen(_command(grid, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
-    deadline = time.monotonic() + 900
-    configs = out / "configs"
-    while time.monotonic() < deadline and len(list(configs.glob("*.json")) if configs.exists() else []) < 3:
-        assert process.poll() is None, "the sweep ended before it could be killed"
-        time.sleep(0.05)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    finished = {p.name: p.read_bytes() for p in configs.glob("*.json")}
+def test_killed_sweep_resumes_with_finished_configurations(killed_and_resumed: KilledAndResumed) -> None:
+    finished, done, configs = killed_and_resumed.finished, killed_and_resumed.done, killed_and_resumed.out / "configs"
     assert 3 <= len(finished) < 42
     for data in finished.values():
         json.loads(data)  # atomic writes: no torn file
-    done = subprocess.run(_command(grid, out, "--json"), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     assert report["reused"] == len(finished)

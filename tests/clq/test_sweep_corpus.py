@@ -11,6 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.e2e  # sweeps run as CLI subprocesses
+
 DEMO = Path(__file__).resolve().parents[2] / "serve" / "data" / "demo"
 
 

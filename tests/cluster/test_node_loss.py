@@ -99,7 +99,8 @@ def test_a_node_holding_one_replica_of_each_shard_dies_and_no_search_fails(clust
     for t in threads:
         t.start()
     try:
-        time.sleep(5)
+        wait_for(lambda: sum(1 for entry in log if entry[1] == 200) >= 10, 120, "10 searches answered before the kill",
+                 step_s=0.1)
         killed = time.monotonic()
         cluster.nodes["worker"].kill()
         time.sleep(AFTER_KILL_S)

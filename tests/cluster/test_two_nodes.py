@@ -187,7 +187,9 @@ def test_reranker_autoscales_up_under_load_and_down_when_idle(cluster: LocalClus
         idle = time.monotonic()
         wait_for(lambda: replicas_running(app, "Reranker") == 1, 150, "back to one reranker replica", 2)
         down_s = time.monotonic() - idle
-        time.sleep(3)  # a few more scrapes at one replica
+        # Prometheus has scraped the one replica since
+        wait_for(lambda: (q := prometheus.query(running)) and float(q[0]["value"][1]) == 1.0, 60,
+                 "Prometheus scraped one reranker replica")
         window = f"{int(time.monotonic() - started) + 30}s"
         peak = prometheus.query(f"max_over_time({running}[{window}])")
         now = prometheus.query(running)
@@ -265,7 +267,7 @@ def test_worker_node_lost_under_load(cluster: LocalCluster, app: str):
     slow: list[httpx.Response | str] = []
     slow_threads = [threading.Thread(target=_slow_rerank, args=(app, slow)) for _ in range(8)]
     try:
-        time.sleep(5)
+        wait_for(lambda: sum(ok for _, ok, _ in log) >= 10, 120, "10 searches answered before the kill", step_s=0.1)
         for t in slow_threads:  # the proxy spreads them over both Ingress replicas (less loaded first)
             t.start()
         time.sleep(1.0)

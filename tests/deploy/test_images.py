@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # builds wheels and images, runs the CLI
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # Python 3.10: the dev extra installs tomli

@@ -38,6 +38,7 @@ needs_promtool = pytest.mark.skipif(
     ],
     ids=["check-config", "check-rules", "test-rules"],
 )
+@pytest.mark.e2e
 def test_promtool(args: list[str]) -> None:
     # cwd elsewhere on purpose: rule file paths must resolve relative to the files themselves.
     proc = subprocess.run(

@@ -67,6 +67,7 @@ def test_outputs_load_and_are_complete(reference):
     assert summary["tokens"]["prompt"] > 0 and -1 <= summary["kendall_tau_b_grades_vs_refined"]["mean"] <= 1
 
 
+@pytest.mark.e2e
 def test_sigkill_at_several_points_then_resume_gives_byte_identical_outputs(reference, llm, tmp_path):
     """Killed three times (early in grading, late in grading, during refinement), each restart
     resuming the last; the final outputs equal the uninterrupted build's byte for byte."""

@@ -53,7 +53,10 @@ def test_ray_starts_quiet_unless_the_settings_say_otherwise() -> None:
 async def test_only_an_admin_key_marks_a_golden_query_id_as_trusted(served, key, trusted) -> None:
     async with served.client(key) as c:
         r = await c.post("/v1/search", json={"query": "q"}, headers={"X-Golden-Query-Id": "q2"})
-    await asyncio.sleep(0.05)  # the mirror hand-off runs after the response
     assert r.status_code == 200
+    for _ in range(3000):  # the mirror hand-off runs after the response: wait for it (at most 30 s)
+        if served.evaluator.events:
+            break
+        await asyncio.sleep(0.01)
     (event,) = served.evaluator.events
     assert event["golden_query_id"] == "q2" and event["golden_trusted"] is trusted

@@ -43,6 +43,7 @@ def refused_endpoints(served) -> set[str]:
             for s in f.samples if s.name == "steadyrank_requests_total" and s.labels.get("code") == "413"}
 
 
+@pytest.mark.e2e
 def test_the_check_sends_every_hostile_body_to_every_json_route_and_passes(tmp_path) -> None:
     served = build()
     with Uvicorn(served.app) as port:
@@ -51,6 +52,7 @@ def test_the_check_sends_every_hostile_body_to_every_json_route_and_passes(tmp_p
     assert JSON_ENDPOINTS <= refused_endpoints(served), refused_endpoints(served)
 
 
+@pytest.mark.e2e
 def test_the_check_fails_on_a_route_that_answers_a_hostile_body_with_a_500(tmp_path, monkeypatch) -> None:
     from steadyrank.serve.server.http.routers import tei
 

@@ -136,6 +136,7 @@ async def test_tracing_off_makes_no_span(spans: Any) -> None:
     assert not tracing.enabled()
 
 
+@pytest.mark.e2e
 def test_without_opentelemetry_tracing_off_works_and_on_is_a_settings_error() -> None:
     """In a process where ``opentelemetry`` cannot be imported: spans are no-ops, the default settings
     load, and ``server.tracing: true`` is refused naming the extra."""

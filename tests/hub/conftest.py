@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.hub_standin import StandInHub
+from tests.tiers import e2e_fixture
 
 REPO = "steadyrank-test/tiny-reranker"
 GATED = "steadyrank-test/gated-reranker"
@@ -69,6 +70,7 @@ def hf_home(tmp_path) -> Path:
 
 
 @pytest.fixture()
+@e2e_fixture
 def steadyrank(hub: StandInHub, hf_home: Path) -> Run:
     """``steadyrank ARGS…`` against the stand-in Hub with this test's Hub cache; keyword arguments:
     ``offline`` (HF_HUB_OFFLINE=1), ``token`` (HF_TOKEN), ``endpoint`` (another HF_ENDPOINT)."""

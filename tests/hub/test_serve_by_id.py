@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.hub.conftest import REPO, hub_env
+from tests.tiers import e2e_fixture
 
 READY_TIMEOUT_S = 600
 KEY = "cohere-sdk-key-0123456789"
@@ -30,6 +31,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture()
+@e2e_fixture
 def served(hub):
     """``steadyrank serve --reranker REPO --api-key-file F --port P`` in its own session, Ray temp folder
     and caches (a folder under /tmp: Ray's socket paths must stay short); yields (url, log)."""

@@ -24,11 +24,13 @@ from steadyrank.serve.telemetry import MetricsStore, Recorder
 from steadyrank.serve.tools.probes.ablations import ablate
 from steadyrank.serve.tools.probes.bundles import default_templates
 from tests.prometheus_server import PrometheusServer
+from tests.tiers import integration_fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
+@integration_fixture
 def minilm():
     from steadyrank.serve.runtime import ModelSettings, load_scorer
 
@@ -103,6 +105,7 @@ def expected(primary: dict[str, float], canary: dict[str, float], floor: float =
 
 
 @pytest.mark.prometheus
+@pytest.mark.e2e
 def test_prometheus_scrapes_the_probe_gauges_and_the_alert_expression_selects_the_eroded_margins(minilm, tmp_path):
     import time
 

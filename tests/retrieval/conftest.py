@@ -7,12 +7,14 @@ import pytest
 
 from steadyrank.retrieval.corpus import Document
 from tests.retrieval.helpers import HashEmbedder, synthetic_documents
+from tests.tiers import integration_fixture
 
-RECALL_CORPUS = 2500
-RECALL_QUERIES = 200
+RECALL_CORPUS = 1000
+RECALL_QUERIES = 100
 
 
 @pytest.fixture(scope="session")
+@integration_fixture
 def minilm():
     """The bundled all-MiniLM-L6-v2 through the project's runtime (FP32, HPS)."""
     from steadyrank.serve.runtime import ModelSettings, load_embedder

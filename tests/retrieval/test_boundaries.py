@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
-from tests.retrieval.helpers import REPO
-
-
-def test_retrieval_imports_no_model_runtime():
-    code = (
-        "import sys, steadyrank.retrieval, steadyrank.retrieval.calibration, steadyrank.retrieval.pipeline\n"
-        "bad = sorted(m for m in sys.modules\n"
-        "             if m.split('.')[0] in ('torch', 'ray', 'transformers') or m.startswith('steadyrank.serve'))\n"
-        "print(bad)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+def test_retrieval_imports_no_model_runtime(fresh_imports):
+    """Importing ``steadyrank.retrieval`` (with its calibration and pipeline) in a fresh interpreter
+    loads no model runtime and nothing of ``serve`` (the shared ``fresh_imports`` interpreter)."""
+    bad = sorted(m for m in fresh_imports["after_retrieval"]
+                 if m.split(".")[0] in ("torch", "ray", "transformers") or m.startswith("steadyrank.serve"))
+    assert bad == []

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
+from contextlib import redirect_stdout
+from pathlib import Path
 
 import pytest
 
@@ -94,11 +97,24 @@ def test_calibrate_writes_settings_that_search_accepts(index, beir, tmp_path, ca
     assert summary["routing"]["k_low"] == 5
 
 
-def test_calibrate_model_writes_a_routing_model_that_search_accepts(index, beir, tmp_path, capsys):
-    settings = tmp_path / "routing-model.json"
-    payload = run_json(capsys, ["route", "calibrate", "--model", "--data", str(beir), "--index", str(index),
-                                "--settings-out", str(settings), "--depth", "20", "--k-low", "5", "--objective", "rate",
-                                "--target-rate", "0.5"])
+MODEL_CALIBRATION = ["route", "calibrate", "--model", "--depth", "20", "--k-low", "5", "--objective", "rate",
+                     "--target-rate", "0.5"]
+
+
+@pytest.fixture(scope="module")
+def model_calibration(index, beir, tmp_path_factory) -> tuple[dict, Path]:
+    """One ``route calibrate --model`` run (every signal), shared by the two tests that read it:
+    its ``--json`` summary and the routing model it wrote."""
+    settings = tmp_path_factory.mktemp("routing-model") / "routing-model.json"
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main([*MODEL_CALIBRATION, "--data", str(beir), "--index", str(index), "--settings-out", str(settings),
+                     "--json"]) == 0
+    return json.loads(out.getvalue()), settings
+
+
+def test_calibrate_model_writes_a_routing_model_that_search_accepts(model_calibration, index, beir, tmp_path, capsys):
+    payload, settings = model_calibration
     assert payload["calibration"]["model"] is True and payload["calibration"]["escalation_rate"] <= 0.5
     loaded = load_settings(settings)
     assert (loaded.margin_below, loaded.entropy_above, loaded.tie_enabled, loaded.overlap_below) == (None, None, False, None)
@@ -107,11 +123,10 @@ def test_calibrate_model_writes_a_routing_model_that_search_accepts(index, beir,
     assert summary["routing"]["k_low"] == 5
 
 
-def test_calibrate_model_features_restrict_what_the_model_reads(index, beir, tmp_path, capsys):
+def test_calibrate_model_features_restrict_what_the_model_reads(model_calibration, index, beir, tmp_path, capsys):
     settings = tmp_path / "routing-boundary.json"
-    common = ["route", "calibrate", "--model", "--data", str(beir), "--index", str(index), "--settings-out", str(settings),
-              "--depth", "20", "--k-low", "5", "--objective", "rate", "--target-rate", "0.5"]
-    assert len(run_json(capsys, common)["calibration"]["model_features"]) == 6  # by default every signal
+    common = [*MODEL_CALIBRATION, "--data", str(beir), "--index", str(index), "--settings-out", str(settings)]
+    assert len(model_calibration[0]["calibration"]["model_features"]) == 6  # by default every signal
     payload = run_json(capsys, [*common, "--model-features", "boundary_gap"])
     assert payload["calibration"]["model_features"] == ["boundary_gap"]
     assert set(load_settings(settings).model_features) <= {"boundary_gap"}  # () when no query gains

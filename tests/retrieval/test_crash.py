@@ -12,6 +12,8 @@ import pytest
 from steadyrank.retrieval.store import IndexStore, build_index
 from tests.retrieval.helpers import HashEmbedder, start_python, synthetic_documents
 
+pytestmark = pytest.mark.e2e  # each test kills a writer process
+
 QUERY = "the glacier measures ocean temperature"
 
 BUILD_SCRIPT = """
@@ -178,6 +180,7 @@ def test_compaction_killed_while_writing_loses_nothing(tmp_path):
 SHARDED_BUILD_SCRIPT = """
 from steadyrank.retrieval.shards import build_sharded_index
 from tests.retrieval.helpers import HashEmbedder, synthetic_documents
+
 docs = synthetic_documents({n}, seed=99, prefix="new")
 print("ready", flush=True)
 build_sharded_index({path!r}, docs, HashEmbedder(), shards=2, batch_size=500, overwrite=True)

@@ -44,10 +44,15 @@ def store(tmp_path_factory):
         yield opened, embedder
 
 
+@pytest.fixture(scope="module")
+def scorer():
+    """The bundled MiniLM as the reranker (a bi-encoder scorer), loaded once for the module."""
+    return load_scorer(ModelSettings(precision="fp32"))
+
+
 @pytest.mark.parametrize("route", ["fixed50", "fixed100"])
-def test_stored_vectors_score_like_reembedding(store, route) -> None:
+def test_stored_vectors_score_like_reembedding(store, scorer, route) -> None:
     index, embedder = store
-    scorer = load_scorer(ModelSettings(precision="fp32"))
     assert scorer.settings.same_vectors(embedder.settings) and scorer.kind == "bi-encoder"
     settings = RoutingSettings(k_low=20, k_high=40, top_n=5)
     for query in QUERIES:

@@ -26,6 +26,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.tiers import integration_fixture
+
 API_KEY = "test-key-0123456789"
 APP_NAME = "steadyrank"
 TINY_BERT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
@@ -40,6 +42,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
+@integration_fixture
 def tiny_cross_encoder_dir(tmp_path_factory) -> Path:
     """A tiny random BertForSequenceClassification (1 logit) with the MiniLM tokenizer."""
     import torch

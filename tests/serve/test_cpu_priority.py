@@ -60,6 +60,7 @@ def _run_child(code: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.e2e
 def test_favour_compute_lowers_every_thread_but_the_compute_thread_and_its_children() -> None:
     base = os.getpriority(os.PRIO_PROCESS, 0)
     if base >= 12:
@@ -71,6 +72,7 @@ def test_favour_compute_lowers_every_thread_but_the_compute_thread_and_its_child
     assert report["switch_interval"] == pytest.approx(report["expected_switch_interval"])
 
 
+@pytest.mark.e2e
 def test_favour_compute_off_changes_nothing() -> None:
     report = _run_child(CHILD.replace("favour_compute([compute_tid], 12)", "favour_compute([compute_tid], 0)"))
     assert report["main"] == report["before"] == report["compute"] == report["started_by_main"]
@@ -78,6 +80,7 @@ def test_favour_compute_off_changes_nothing() -> None:
     assert report["switch_interval"] == pytest.approx(0.005)  # Python's default, untouched
 
 
+@pytest.mark.e2e
 def test_renice_local_proxies_finds_processes_titled_as_the_serve_proxy() -> None:
     """A stand-in process titled ``ray::ProxyActor`` (argv[0], as Ray's setproctitle writes it);
     an ordinary process beside it is left alone."""

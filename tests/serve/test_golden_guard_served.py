@@ -18,6 +18,8 @@ from steadyrank.retrieval.corpus import read_documents
 from steadyrank.retrieval.store import build_index
 from tests.retrieval.helpers import HashEmbedder
 
+pytestmark = pytest.mark.e2e  # runs steadyrank serve --check in a subprocess
+
 DEMO = Path(__file__).resolve().parents[2] / "serve" / "data" / "demo"
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +25,8 @@ import pytest
 import yaml
 
 from tests.serve.conftest import app_beside, parse_metrics, wait_until
+
+pytestmark = pytest.mark.e2e  # the CLI builds the golden set in a subprocess; the served app
 
 DEMO = Path(__file__).resolve().parents[2] / "serve" / "data" / "demo"
 APP = "built-golden"
@@ -139,5 +140,9 @@ def test_live_searches_are_matched_against_the_built_set(built_app):
                           headers={"X-Golden-Query-Id": "built-q01"}).status_code == 200
     assert built_app.post("/v1/search", json={"query": first["text"].upper(), "top_n": 3}).status_code == 200
     assert wait_until(lambda: mirrored() >= before + 1, 60), "the built query's live search was not mirrored"
-    time.sleep(2)  # mirroring runs after the reply: give the other events time to be (not) counted
-    assert mirrored() == before + 1
+    # mirroring runs after the reply: a second built query, sent after the three above were answered,
+    # is the sentinel; once it is counted, the three were handed off before it
+    second = json.loads((DEMO / "queries.jsonl").read_text(encoding="utf-8").splitlines()[1])
+    assert built_app.post("/v1/search", json={"query": second["text"], "top_n": 3}).status_code == 200
+    assert wait_until(lambda: mirrored() >= before + 2, 60), "the sentinel's live search was not mirrored"
+    assert mirrored() == before + 2

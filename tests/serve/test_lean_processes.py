@@ -14,10 +14,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from steadyrank.retrieval.store import build_index
 from steadyrank.serve.runtime import ModelSettings
 from steadyrank.serve.server.default import embedder_identity
 from tests.retrieval.helpers import REPO, HashEmbedder, synthetic_documents
+
+pytestmark = pytest.mark.e2e  # each check runs in a fresh interpreter
 
 MODEL_FRAMEWORKS = ("torch", "transformers", "sentence_transformers")
 INDEX_LIBRARIES = ("faiss", "bm25s", "numba")

@@ -19,6 +19,8 @@ import pytest
 
 from steadyrank.serve.launcher.lifecycle import haproxies, own_process_groups, reap, stop_front, workers_of
 
+pytestmark = pytest.mark.e2e  # starts and tears down Ray heads
+
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

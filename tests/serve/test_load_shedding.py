@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import httpx
 
@@ -66,16 +65,25 @@ def test_beyond_capacity_is_refused_at_once_before_compute(serve_app: ServeApp, 
     assert 1 <= shed_since_before(after) <= len(refused)
 
 
-def _occupy_reranker(app: ServeApp) -> threading.Thread:
-    """A long rerank (250 documents) that holds the Reranker's compute thread for a while."""
+def _occupy_reranker(app: ServeApp, metrics_text) -> threading.Thread:
+    """A long rerank (250 documents) that holds the Reranker's compute thread for a while; returns
+    once it has reached the Reranker (the ingress holds its 250 work units and the Reranker started
+    a batch since: its metrics, flushed every 0.2 s)."""
+    batches = ("steadyrank_batch_size_count", (("deployment", "reranker"),))
+    before = metrics_text().get(batches, 0.0)
 
     def run() -> None:
         with httpx.Client(base_url=app.url, timeout=300, headers=_auth(app)) as c:
             assert c.post("/v1/rerank", json={"query": "slow", "documents": DOCS}).status_code == 200
 
+    def reached() -> bool:
+        m = metrics_text()
+        return (_value(m, "steadyrank_queued_work_units", model="reranker") >= len(DOCS)
+                and m.get(batches, 0.0) > before)
+
     thread = threading.Thread(target=run)
     thread.start()
-    time.sleep(0.3)  # let it reach the Reranker first
+    assert wait_until(reached, 60, step_s=0.05), "the long rerank did not reach the Reranker"
     return thread
 
 
@@ -98,7 +106,7 @@ def _more_dropped(metrics_text, before: dict) -> dict | None:
 def test_expired_request_is_dropped_before_its_forward_pass(serve_app: ServeApp, client: httpx.Client,
                                                             metrics_text) -> None:
     before = metrics_text()
-    busy = _occupy_reranker(serve_app)
+    busy = _occupy_reranker(serve_app, metrics_text)
     late = client.post("/v1/rerank", json={"query": "late", "documents": DOCS[:5]}, headers={"X-Request-Timeout": "0.2"})
     busy.join()
     assert late.status_code == 504 and late.json()["error"]["type"] == "timeout_error"
@@ -109,7 +117,7 @@ def test_expired_request_is_dropped_before_its_forward_pass(serve_app: ServeApp,
 
 def test_disconnected_client_is_dropped_before_its_forward_pass(serve_app: ServeApp, metrics_text) -> None:
     before = metrics_text()
-    busy = _occupy_reranker(serve_app)
+    busy = _occupy_reranker(serve_app, metrics_text)
     with httpx.Client(base_url=serve_app.url, timeout=0.3, headers=_auth(serve_app)) as c:
         try:
             c.post("/v1/rerank", json={"query": "gone", "documents": DOCS[:5]})

@@ -43,6 +43,7 @@ print(json.dumps({"kept": kept, "after": process.memory_info().rss - before, "tr
 """
 
 
+@pytest.mark.e2e
 def test_trim_returns_a_threads_freed_arena_pages() -> None:
     out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=60, check=True)
     report = json.loads(out.stdout)

@@ -122,6 +122,7 @@ def test_keys_file_is_relative_to_the_settings_file(tmp_path: Path) -> None:
     assert load_settings(tmp_path / "s.yaml").auth.resolved_keys({}) == ["k"]
 
 
+@pytest.mark.e2e
 def test_serve_refuses_an_open_bind_before_starting_anything(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "steadyrank.serve.cli", "serve", "--host", "0.0.0.0", "--check"],
                           capture_output=True, text=True, timeout=120,
@@ -192,6 +193,7 @@ def test_requests_per_dynamic_batch_follow_the_models_rows_per_forward_batch() -
     assert explicit.reranker.ray_options()["user_config"]["max_batch_size"] == 2
 
 
+@pytest.mark.e2e
 def test_serve_check_reports_a_gpu_device_the_host_cannot_give(tmp_path: Path) -> None:
     """``serve --check`` on a host without GPUs (CUDA_VISIBLE_DEVICES empty) and a model on cuda: one
     line naming the mismatch, before the index is built or Ray started."""

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -128,16 +126,20 @@ def test_build_app_builds_the_graph_without_ray_running() -> None:
         build_app({"setting": "x"})
 
 
-def test_serve_command_help_and_bad_config(tmp_path: Path) -> None:
-    exe = [sys.executable, "-m", "steadyrank.serve.cli"]
-    out = subprocess.run([*exe, "serve", "--help"], capture_output=True, text=True, check=True).stdout
+def test_serve_command_help_and_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """In process (``main``): a bad settings file is refused before anything starts."""
+    from steadyrank.serve.cli.main import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
     for option in ("--config", "--host", "--port", "embedded default", "/v1/rerank", "Ctrl-C"):
         assert option in out
     bad = tmp_path / "bad.yaml"
     bad.write_text("limits:\n  max_documents: -3\n")
-    result = subprocess.run([*exe, "serve", "--config", str(bad)], capture_output=True, text=True)
-    assert result.returncode == 2
-    assert "limits.max_documents" in result.stderr
+    assert main(["serve", "--config", str(bad)]) == 2
+    assert "limits.max_documents" in capsys.readouterr().err
 
 
 def test_colocated_replica_reserves_what_its_components_reserve() -> None:

@@ -1,9 +1,16 @@
 """Replica and node health of the running application, for ``/readyz`` and the replica gauge.
 
 A deployment is *degraded* when fewer of its replicas are RUNNING than it has in total (one died and
-is being replaced, or one is starting), or when Serve reports it UNHEALTHY. The application is
-*serving* while every deployment keeps at least one RUNNING replica (requests to a deployment with
+is being replaced, or one is starting), when Serve reports it UNHEALTHY, or when a replica the
+controller counts has no live actor any more (*dead*, below). The application is *serving* while
+every deployment keeps at least one RUNNING replica that is not dead (requests to a deployment with
 none wait until its replacement is up).
+
+A *dead replica*: the Serve controller learns that a replica's process died only at its next health
+check of it (every ``health_check_period_s``, 10 s by default), and counts it RUNNING until then. The
+GCS learns it at once (the node's raylet reports the worker's exit; Serve starts replicas with
+``max_restarts=0``, so the GCS then drops the actor's name). So the replicas the controller counts
+are compared with the replica actors the GCS lists alive: the difference is dead.
 
 A *lost node* is one the cluster still lists as alive whose raylet does not accept a TCP connection
 within ``probe_timeout_s``. Ray's GCS marks a killed node dead only after its health checks fail
@@ -17,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from steadyrank.serve.server.components.metrics_hub import ReplicaStates
 
@@ -56,18 +63,36 @@ def this_app_replica_states() -> ReplicaStates | None:
     return replica_states(ray_serve.get_replica_context().app_name)
 
 
+def live_replicas(app_name: str) -> dict[str, int]:
+    """``{deployment: replica actors of app_name the GCS lists alive}`` (blocking: one GCS call)."""
+    import ray
+    from ray.serve._private.common import ReplicaID
+
+    alive: dict[str, int] = {}
+    # with all_namespaces, {"name", "namespace"} per actor (Ray annotates the plain list of names)
+    named = cast("list[dict[str, str]]", ray.util.list_named_actors(all_namespaces=True))
+    for actor in named:
+        if ReplicaID.is_full_id_str(actor["name"]):
+            deployment = ReplicaID.from_full_id_str(actor["name"]).deployment_id
+            if deployment.app_name == app_name:
+                alive[deployment.name] = alive.get(deployment.name, 0) + 1
+    return alive
+
+
 def replica_health(app_name: str) -> ReplicaHealth:
-    """The degraded deployments of ``app_name`` (blocking: one controller call)."""
+    """The degraded deployments of ``app_name`` (blocking: one controller call and one GCS call)."""
     states = replica_states(app_name)
     if states is None:
         return ReplicaHealth({"(application)": {"status": "missing"}}, serving=False)
+    alive = live_replicas(app_name)
     degraded: dict[str, dict[str, Any]] = {}
     serving = True
     for name, (status, counts) in states.items():
         running = counts.get("RUNNING", 0)
-        if running < sum(counts.values()) or status == "UNHEALTHY" or running == 0:
-            degraded[name] = {"status": status, "replicas": counts}
-        serving = serving and running > 0
+        dead = max(0, sum(counts.values()) - alive.get(name, 0))  # counted by the controller, gone from the GCS
+        if dead or running < sum(counts.values()) or status == "UNHEALTHY" or running == 0:
+            degraded[name] = {"status": status, "replicas": counts} | ({"dead": dead} if dead else {})
+        serving = serving and running - dead > 0  # the dead taken to be RUNNING ones: the cautious reading
     return ReplicaHealth(degraded, serving)
 
 

@@ -4,8 +4,15 @@
 deployment has fewer RUNNING replicas than replicas (200 while each keeps one running, else 503) or
 a node listed alive does not answer (503); ``draining`` (503) during shutdown; ``not_ready`` (503)
 otherwise. The checks behind it are asked at most once per ``READY_CACHE_S`` seconds per replica
-(a probe storm costs one fan-out). A caller without a valid key (when keys are configured) gets
-only the status: the checks name paths, models and internal errors.
+(a probe storm costs one fan-out); an answer is served while its checks began at most
+``READY_CACHE_S`` ago. A caller without a valid key (when keys are configured) gets only the
+status: the checks name paths, models and internal errors.
+
+Bound: a replica whose process died is reported (``degraded``, 503 when it was its deployment's last
+running one) by every ``/readyz`` that arrives more than ``DEAD_REPLICA_BOUND_S`` after the death:
+``READY_CACHE_S`` for the cached answer plus up to 1 s for the GCS to hear of the exit from the
+node's raylet (:mod:`serve.server.hosting.health`, "dead replica"), until the controller reports the
+replacement RUNNING.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ router = APIRouter()
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 READY_CACHE_S = 1.0
+DEAD_REPLICA_BOUND_S = READY_CACHE_S + 1.0
 
 
 @router.get("/healthz", response_model=schemas.HealthResponse, tags=["health"])
@@ -38,7 +46,7 @@ async def healthz() -> dict[str, str]:
 
 
 class ReadyCache:
-    """The last readiness answer ``(status, checks, code)`` and when it was made."""
+    """The last readiness answer ``(status, checks, code)`` and when its checks began."""
 
     def __init__(self) -> None:
         self.answer: tuple[schemas.ReadyStatus, dict[str, Any], int] | None = None
@@ -48,8 +56,9 @@ class ReadyCache:
     async def get(self, request: Request) -> tuple[schemas.ReadyStatus, dict[str, Any], int]:
         async with self.lock:  # concurrent probes wait for the one fan-out in progress
             if self.answer is None or time.monotonic() - self.at > READY_CACHE_S:
+                began = time.monotonic()  # the answer's age counts from here: what it saw is at most that old
                 self.answer = await _readiness(request)
-                self.at = time.monotonic()
+                self.at = began
             return self.answer
 
 
