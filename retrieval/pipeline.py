@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from steadyrank.retrieval.candidate_pool import CandidatePool
-from steadyrank.retrieval.denoise import denoise_rules
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.protocols import Embedder, Reranker
 from steadyrank.retrieval.ranking import AsyncRescore, Ranking, rank_async
@@ -187,10 +186,7 @@ async def search(query: str, mode: Mode, models: SearchModels, settings: Routing
     """One query end to end (module docstring): denoise, embed, retrieve ``settings.k_high``, rerank, route."""
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    if denoise == "rules":  # CPU work growing with the query (milliseconds at 4,000 characters): never on the event loop
-        rewrite = Rewrite(query, await asyncio.to_thread(denoise_rules, query), "rules", "rules")
-    else:
-        rewrite = await rewrite_query(query, denoise, models.rewriter)
+    rewrite = await rewrite_query(query, denoise, models.rewriter)  # rules: on a worker thread
     if denoise != "off":
         timings["denoise"] = time.perf_counter() - started
     query = rewrite.rewritten

@@ -29,10 +29,6 @@ from steadyrank.retrieval.denoise import DENOISE_MODES, DenoiseMode, denoise_rul
 
 logger = logging.getLogger("steadyrank.rewrite")
 
-#: The default of ``search.denoise`` and of ``steadyrank search --denoise`` (benchmarks/bench_probes.py:
-#: ``rules`` leaves clean-query quality unchanged).
-DEFAULT_DENOISE: DenoiseMode = "rules"
-
 PROMPT = (
     "Restate the core information need of the user's search query below as a short, self-contained "
     "search query. Drop greetings, apologies, fillers, digressions, sign-offs and emoji. Keep every "
@@ -130,11 +126,12 @@ class LlmRewriter:
 
 
 async def rewrite_query(query: str, mode: DenoiseMode, llm: LlmRewriter | None = None) -> Rewrite:
-    """``query`` rewritten under ``mode``; ``llm`` mode needs ``llm``."""
+    """``query`` rewritten under ``mode``; ``llm`` mode needs ``llm``. ``rules`` runs on a worker
+    thread: its CPU work grows with the query (milliseconds at 4,000 characters), never on the event loop."""
     if mode == "off":
         return Rewrite(query, query, "off", "off")
     if mode == "rules":
-        return Rewrite(query, denoise_rules(query), "rules", "rules")
+        return Rewrite(query, await asyncio.to_thread(denoise_rules, query), "rules", "rules")
     if mode == "llm":
         if llm is None:
             raise ValueError("denoise 'llm' needs an LLM endpoint (search.denoise_llm / --denoise-llm-url)")

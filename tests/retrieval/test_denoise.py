@@ -194,7 +194,7 @@ def test_pipeline_runs_rules_on_a_worker_thread(tmp_path, embedder, documents, m
     """The denoiser's work grows with the query: the event loop that awaits the search never runs it."""
     import threading
 
-    from steadyrank.retrieval import pipeline
+    from steadyrank.retrieval import pipeline, rewrite
     from steadyrank.retrieval.routing import RoutingSettings
     from steadyrank.retrieval.store import IndexStore, build_index
 
@@ -204,7 +204,7 @@ def test_pipeline_runs_rules_on_a_worker_thread(tmp_path, embedder, documents, m
         threads.append(threading.get_ident())
         return denoise_rules(text)
 
-    monkeypatch.setattr(pipeline, "denoise_rules", recorded)
+    monkeypatch.setattr(rewrite, "denoise_rules", recorded)
     build_index(tmp_path / "idx", documents, embedder)
     with IndexStore.open(tmp_path / "idx", embedder) as store:
         models = pipeline.local_models(store, embedder, None, rrf_k=60, rrf_weights=(1.0, 1.0))
