@@ -9,7 +9,6 @@ every arena (``madvise(MADV_DONTNEED)``), so the next batch starts from pages it
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import sys
 from collections.abc import Callable
@@ -20,8 +19,8 @@ def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's ``malloc_trim``, or None (another libc or platform)."""
     if not sys.platform.startswith("linux"):
         return None
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    try:  # the process's own C library (dlopen(NULL)); ctypes.util.find_library would run ldconfig
+        return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return None
 

@@ -193,6 +193,7 @@ def test_an_edited_prompt_template_is_refused_on_resume(reference, tmp_path, cap
     assert "holds a build with other settings" in capsys.readouterr().err
 
 
+@pytest.mark.e2e  # the first build runs in a child process
 def test_a_second_build_of_a_folder_in_use_is_refused_and_changes_nothing(reference, tmp_path, capsys):
     """Issue 36, item 7: two builds of one folder doubled the judge calls, and the second's
     ``--overwrite`` deleted the first's files. The first build (a child process, on a slower stand-in

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from steadyrank.metrics import evaluate, evaluate_arrays
+from tests.tiers import e2e_fixture
 
 REPO = Path(__file__).resolve().parents[2]
 #: main before the two-stage engine: the reference for this test.
@@ -33,6 +34,7 @@ RUBRIC = {0: 1, 1: 3, 2: 4, 3: 5}
 
 
 @pytest.fixture(scope="module")
+@e2e_fixture  # reads the previous engine with git (a process)
 def previous(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
     """``steadyrank.metrics`` as of PREVIOUS, importable as ``previous_metrics``."""
     if shutil.which("git") is None:

@@ -47,6 +47,7 @@ save_settings(sys.argv[1], RoutingSettings(k_low=20, k_high=60, top_n=5))
 """
 
 
+@pytest.mark.e2e  # the crash happens in a child process
 def test_a_crash_mid_write_leaves_the_previous_settings_file_whole(tmp_path):
     path = tmp_path / "routing.json"
     save_settings(path, OLD, {"objective": "rate"})

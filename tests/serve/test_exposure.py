@@ -32,6 +32,7 @@ def _serve_run(tmp_path: Path, settings: str, **env: str) -> subprocess.Complete
                           cwd=tmp_path, env=clean, capture_output=True, text=True, timeout=240)
 
 
+@pytest.mark.e2e  # `serve run` in a process of its own
 def test_serve_run_on_every_interface_without_a_key_refuses_to_start(tmp_path: Path) -> None:
     done = _serve_run(tmp_path, "quality: {enabled: false}\n")
     assert done.returncode != 0, done.stdout[-2000:]
@@ -40,6 +41,7 @@ def test_serve_run_on_every_interface_without_a_key_refuses_to_start(tmp_path: P
     assert not (tmp_path / "ray").exists(), "Ray was started before the refusal"
 
 
+@pytest.mark.e2e  # `serve run` in a process of its own
 def test_serve_run_with_an_empty_keys_file_refuses_naming_it(tmp_path: Path) -> None:
     (tmp_path / "api-keys").write_text("# the Secret was created empty\n")
     done = _serve_run(tmp_path, "quality: {enabled: false}\nauth: {keys_file: api-keys}\n")

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = pytest.mark.ray
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 REFUSAL = "no API key is configured and the server would listen on '0.0.0.0' (Ray Serve's http_options.host)"

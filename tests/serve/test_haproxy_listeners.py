@@ -54,6 +54,7 @@ def test_the_side_listeners_move_to_loopback_and_the_front_stays(host: str) -> N
         [line for line in config.splitlines() if "bind" not in line]
 
 
+@pytest.mark.e2e  # a process of its own
 def test_the_wrapper_rewrites_the_file_then_becomes_haproxy_with_the_same_arguments(tmp_path: Path) -> None:
     """As Ray starts it: ``<binary> -db -f <config> -dR -sf <old pid>``."""
     fake = tmp_path / "haproxy"
@@ -84,6 +85,7 @@ def _in_fresh_python(code: str) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.e2e  # a process of its own
 def test_a_local_head_runs_ray_in_its_single_machine_mode_on_127_0_0_1() -> None:
     """Set before ray is imported, the switch makes the node address Ray gives this machine 127.0.0.1."""
     out = _in_fresh_python(
@@ -94,6 +96,7 @@ def test_a_local_head_runs_ray_in_its_single_machine_mode_on_127_0_0_1() -> None
     assert LOCAL_HEAD_ENV == {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
+@pytest.mark.e2e  # a process of its own
 def test_ray_imported_before_the_switch_is_refused() -> None:
     """Ray reads the switch when it is imported: too late is an error, not a head on the network."""
     out = _in_fresh_python("import ray\nfrom steadyrank.serve.launcher.ray_env import apply_local_head_env\n"

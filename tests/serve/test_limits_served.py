@@ -25,7 +25,7 @@ from steadyrank.serve.launcher.lifecycle import haproxies
 from steadyrank.serve.settings import LimitsSettings
 from tests.serve.test_lifecycle import Server, _haproxy_folder, server, shared  # noqa: F401 (the fixtures)
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.lifecycle, pytest.mark.ray]
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.lifecycle, pytest.mark.e2e]
 
 MIB = 1024 * 1024
 
