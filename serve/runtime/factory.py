@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from steadyrank.serve.errors import UnsupportedModelError
 from steadyrank.serve.runtime.embedder import Embedder
 from steadyrank.serve.runtime.inspection import inspect_model, model_id
@@ -20,12 +22,20 @@ def load_embedder(settings: ModelSettings | None = None) -> Embedder:
     return Embedder(spec, settings, model_id(spec))
 
 
-def load_scorer(settings: ModelSettings | None = None) -> Scorer:
-    """Load any supported model as a :class:`Scorer` (a bi-encoder scores by FP32 dot product)."""
+def load_scorer(settings: ModelSettings | None = None, calibration: Path | None = None) -> Scorer:
+    """Load any supported model as a :class:`Scorer` (a bi-encoder scores by FP32 dot product).
+
+    With ``calibration`` (a cache file), ``precision: auto`` of a cross-encoder or causal-LM reranker
+    is measured (:func:`serve.runtime.calibrated.load_calibrated`); without it, or for a bi-encoder
+    (whose vectors must match the index's, built by the embedder), the CPU's or GPU's flags decide."""
     settings = settings or ModelSettings()
     spec = inspect_model(settings)
     if spec.kind == "bi-encoder":
         if settings.backend != "transformers":
             raise UnsupportedModelError("bi-encoders run on the 'transformers' backend only")
         return BiEncoderScorer(spec, settings, model_id(spec))
+    if calibration is not None and settings.precision == "auto":
+        from steadyrank.serve.runtime.calibrated import load_calibrated
+
+        return load_calibrated(spec, settings, calibration)
     return PairScorer(spec, settings, model_id(spec))

@@ -139,18 +139,33 @@ def gpu_driver_present() -> bool:
     return Path("/dev/nvidiactl").exists() or Path("/dev/kfd").exists()
 
 
-def choose_for(requested: str, device: str, backend: str = "transformers") -> PrecisionChoice:
-    """:func:`choose` for a settings ``device`` (``auto`` | ``cpu`` | ``cuda``) on this machine."""
+@dataclass(frozen=True)
+class DeviceFacts:
+    """What a precision choice reads of the device a settings ``device`` resolves to on this machine."""
+
+    device_type: str  # "cpu" | "cuda"
+    flags: frozenset[str]  # the CPU's flags (empty on CUDA)
+    cuda_bf16: bool  # the GPU computes BF16 natively
+
+
+def device_facts(device: str) -> DeviceFacts:
+    """:class:`DeviceFacts` for a settings ``device`` (``auto`` | ``cpu`` | ``cuda``) on this machine
+    (torch-free on a CPU machine)."""
     if device == "cpu" or (device == "auto" and not gpu_driver_present()):
-        return choose(requested, "cpu", flags=cpu_flags(), backend=backend)
+        return DeviceFacts("cpu", cpu_flags(), False)
     import torch
 
     from steadyrank.serve.runtime.loading import resolve_device
 
     device_type = resolve_device(device).type
     cuda_bf16 = device_type == "cuda" and bool(torch.cuda.is_bf16_supported())
-    return choose(requested, device_type, flags=cpu_flags() if device_type == "cpu" else frozenset(),
-                  cuda_bf16=cuda_bf16, backend=backend)
+    return DeviceFacts(device_type, cpu_flags() if device_type == "cpu" else frozenset(), cuda_bf16)
+
+
+def choose_for(requested: str, device: str, backend: str = "transformers") -> PrecisionChoice:
+    """:func:`choose` for a settings ``device`` (``auto`` | ``cpu`` | ``cuda``) on this machine."""
+    facts = device_facts(device)
+    return choose(requested, facts.device_type, flags=facts.flags, cuda_bf16=facts.cuda_bf16, backend=backend)
 
 
 def resolve(settings: ModelSettings) -> tuple[ModelSettings, PrecisionChoice]:

@@ -66,8 +66,10 @@ class ModelSettings(BaseModel):
     kind: Literal["auto", "bi-encoder", "cross-encoder", "causal-lm"] = "auto"
     precision: Precision = Field(
         default="auto",
-        description="forward-pass precision: auto (bf16 on a CUDA GPU with native BF16 or a CPU with AMX-BF16 / "
-        "AVX512-BF16, else fp32; resolved at load and reported in /v1/models), fp32, bf16, fp16, or int8 "
+        description="forward-pass precision: auto (a served cross-encoder: the fastest precision the device computes "
+        "natively whose ranking keeps parity with fp32, measured at its first start and cached; otherwise bf16 on a "
+        "CUDA GPU with native BF16 or a CPU with AMX-BF16 / AVX512-BF16, else fp32; resolved at load and reported "
+        "in /v1/models), fp32, bf16, fp16, or int8 "
         "(CPU only: dynamic int8 Linear layers on VNNI / AMX-INT8, FP32 activations)",
     )
     scoring: Scoring = "hps"

@@ -175,12 +175,27 @@ def _settings_source(args: argparse.Namespace) -> tuple[Any, str, list[str]]:
 
 
 def _precision_line(settings: Settings) -> str:
-    """``embedder auto → bf16 (CPU has AMX-BF16); reranker …``: what each model runs in and why."""
+    """``embedder auto → bf16 (CPU has AMX-BF16); reranker …``: what each model runs in and why. A
+    cross-encoder's ``auto`` is measured when it first loads on a machine (then cached):
+    ``measured when the model loads`` until then."""
+    from steadyrank.serve.runtime.inspection import inspect_model, model_id
     from steadyrank.serve.runtime.precision import choose_for
+    from steadyrank.serve.runtime.precision_calibration import CACHE_FILE, expected_choice
 
     models = {"embedder": settings.embedder, "reranker": settings.reranker, "canary": settings.canary}
-    return "; ".join(f"{name} {choose_for(m.precision, m.device, m.backend).line()}"
-                     for name, m in models.items() if m is not None)
+    parts = []
+    for name, m in models.items():
+        if m is None:
+            continue
+        spec = inspect_model(m) if name != "embedder" and m.precision == "auto" else None
+        choice = (choose_for(m.precision, m.device, m.backend) if spec is None or spec.kind == "bi-encoder"
+                  else expected_choice(spec.path, model_id(spec), m, settings.cache_path() / CACHE_FILE))
+        parts.append(f"{name} {choice.line()}" if choice is not None else f"{name} auto → {MEASURED_AT_LOAD}")
+    return "; ".join(parts)
+
+
+#: the start line's words for a precision that is measured when the model loads
+MEASURED_AT_LOAD = "measured when the model loads"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -212,7 +227,8 @@ def run(args: argparse.Namespace) -> int:
     auth = f"{keys} API key(s) active" if keys else "no API key: every route is open (loopback only)"
     if keys == 0 and settings.auth.allow_anonymous:
         auth = "no API key: every route is open (auth.allow_anonymous)"
-    print(f"steadyrank: precision: {_precision_line(settings)}", file=sys.stderr)
+    precision = _precision_line(settings)
+    print(f"steadyrank: precision: {precision}", file=sys.stderr)
     if args.check:
         print(f"steadyrank: settings valid; deployments reserve {reserved:g} CPUs; would listen on http://{host}:{port}; "
               f"{auth}")
@@ -232,16 +248,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         if haproxy_files is not None:
             _use_haproxy_ingress(haproxy_files)
-        return _serve_on_ray(args, settings, host, port, reserved, auth, haproxy_files)
+        return _serve_on_ray(args, settings, host, port, reserved, auth, haproxy_files, precision)
     finally:
         if haproxy_files is not None:
             shutil.rmtree(haproxy_files, ignore_errors=True)
 
 
 def _serve_on_ray(args: argparse.Namespace, settings: Settings, host: str, port: int, reserved: float, auth: str,
-                  haproxy_files: Path | None) -> int:
+                  haproxy_files: Path | None, measured_before: str) -> int:
     """Start (or join) Ray, deploy the application, serve until a stop signal, drain, shut down
-    (the stop: :mod:`serve.launcher.lifecycle`)."""
+    (the stop: :mod:`serve.launcher.lifecycle`). ``measured_before``: the precision line printed before
+    the deployments started (printed again once they run, where it waited for a calibration)."""
     import ray
     from ray import serve as ray_serve
 
@@ -280,6 +297,8 @@ def _serve_on_ray(args: argparse.Namespace, settings: Settings, host: str, port:
             print(f"steadyrank serve: error: the deployments did not start: {exc} (the replica's error is logged "
                   "above)", file=sys.stderr, flush=True)
             return 1
+        if MEASURED_AT_LOAD in measured_before:  # the calibration ran as the deployments started: its choice
+            print(f"steadyrank: precision: {_precision_line(settings)}", file=sys.stderr, flush=True)
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
         url = f"http://{shown}:{port}"
         print(f"\nsteadyrank is serving at {url}   ({auth}; Ctrl-C or SIGTERM to stop)\n"

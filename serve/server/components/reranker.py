@@ -43,11 +43,13 @@ class Reranker:
 
     def __init__(self, settings: Settings | dict, model: Any, role: Variant, hub: Any) -> None:
         from steadyrank.serve.runtime import ModelSettings, load_scorer
+        from steadyrank.serve.runtime.precision_calibration import CACHE_FILE
 
         settings = load_settings(settings)
         options = settings.deployments.reranker if role == "primary" else settings.deployments.canary_reranker
         set_compute_threads(options.torch_threads, options.forward_lanes)
-        self.scorer = load_scorer(ModelSettings.model_validate(model))
+        # precision auto of a cross-encoder: measured once per model and machine, cached beside the index
+        self.scorer = load_scorer(ModelSettings.model_validate(model), calibration=settings.cache_path() / CACHE_FILE)
         self.executor = model_executor(settings.deployments.background_niceness)
         self._batch = RequestBatcher(self._run_batch)  # limits from user_config (reconfigure)
         self.role = role
