@@ -29,10 +29,6 @@ from steadyrank.retrieval.denoise import DENOISE_MODES, DenoiseMode, denoise_rul
 
 logger = logging.getLogger("steadyrank.rewrite")
 
-#: The default of ``search.denoise`` and of ``steadyrank search --denoise`` (benchmarks/bench_probes.py:
-#: ``rules`` leaves clean-query quality unchanged).
-DEFAULT_DENOISE: DenoiseMode = "rules"
-
 PROMPT = (
     "Restate the core information need of the user's search query below as a short, self-contained "
     "search query. Drop greetings, apologies, fillers, digressions, sign-offs and emoji. Keep every "
