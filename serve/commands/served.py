@@ -38,6 +38,7 @@ from steadyrank.retrieval.routing import Route, RoutingSettings
 from steadyrank.retrieval.routing import load_settings as load_routing_file
 from steadyrank.serve.app.settings import ENV_SETTINGS, Settings, load_settings
 from steadyrank.serve.commands.index import BUNDLED
+from steadyrank.serve.runtime.precision import precision_on_this_machine
 from steadyrank.serve.runtime.settings import ModelSettings
 
 #: What ``ServedRun.source`` says when no settings file was read.
@@ -69,8 +70,10 @@ class ServedRun:
         """The settings in force (``settings`` in ``RUN.json`` and ``--json``)."""
 
         def model(m: ModelSettings | None) -> dict[str, Any] | None:
-            return None if m is None else m.model_dump(include={"path", "kind", "precision", "scoring", "max_length",
-                                                                 "truncation_side", "backend", "rescore_boundary_ties"})
+            return None if m is None else {
+                **m.model_dump(include={"path", "kind", "precision", "scoring", "max_length", "truncation_side",
+                                        "backend", "rescore_boundary_ties"}),
+                "precision_here": precision_on_this_machine(m)}
 
         return {"source": self.source, "embedder": model(self.embedder), "reranker": model(self.reranker),
                 "stored_vectors": self.stored_vectors if self.reranker is not None else None,
@@ -81,16 +84,22 @@ class ServedRun:
     def describe(self) -> str:
         """One line naming the settings in force (printed on stderr before the run)."""
         reranker = "none" if self.reranker is None else (
-            f"{_name(self.reranker)} {self.reranker.precision}"
+            f"{_precision(self.reranker)}"
             + (", scored from the index's stored vectors" if self.stored_vectors else ", documents re-encoded"))
         p = self.policy
-        return (f"settings {self.source}: embedder {_name(self.embedder)} {self.embedder.precision}; reranker {reranker}; "
+        return (f"settings {self.source}: embedder {_precision(self.embedder)}; reranker {reranker}; "
                 f"mode {self.mode}, rrf_k {self.rrf_k:g}, weights {self.rrf_weights[0]:g},{self.rrf_weights[1]:g}; "
                 f"route {self.route}, k_low {p.k_low}, k_high {p.k_high}, top_n {p.top_n}; denoise {self.denoise}")
 
 
 def _name(model: ModelSettings) -> str:
     return BUNDLED if model.path is None else model.path
+
+
+def _precision(model: ModelSettings) -> str:
+    """``NAME PRECISION``, with what ``auto`` runs in here: ``bundled auto (bf16 here)``."""
+    here = precision_on_this_machine(model)
+    return f"{_name(model)} {model.precision}" + (f" ({here} here)" if here != model.precision else "")
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:
