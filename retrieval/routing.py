@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -105,6 +105,12 @@ class RoutingSettings:
             raise ValueError("margin_at must be ≥ 2 (the margin is cos_1 − cos_margin_at)")
         if self.entropy_temperature <= 0:
             raise ValueError(f"entropy_temperature must be > 0, got {self.entropy_temperature}")
+
+    def for_top_n(self, top_n: int) -> RoutingSettings:
+        """The policy of one search asking for ``top_n`` results (``/v1/search`` and ``steadyrank
+        search`` alike): ``k_low`` raised to ``top_n`` (results come from the reranked candidates),
+        never above ``k_high``."""
+        return replace(self, top_n=top_n, k_low=min(max(self.k_low, top_n), self.k_high))
 
     def to_json(self) -> dict[str, Any]:
         """Plain dict (the ``routing`` object of a settings file)."""

@@ -70,7 +70,7 @@ def test_build_search_rerank_dynamic(index, beir, tmp_path, capsys):
 
 def test_bm25_search_without_reranker(index, beir, tmp_path, capsys):
     summary = run_json(capsys, ["search", "--index", str(index), "--queries", str(beir), "--run-out", str(tmp_path / "r"),
-                                "--mode", "bm25", "--depth", "10"])
+                                "--mode", "bm25", "--depth", "10", "--no-rerank"])
     assert summary["mean_k_reranked"] == 0 and summary["route"] is None
     assert all(len(r) <= 10 for r in read_trec_run(tmp_path / "r").values())
 
@@ -93,7 +93,8 @@ def test_calibrate_writes_settings_that_search_accepts(index, beir, tmp_path, ca
     loaded = load_settings(settings)
     assert (loaded.k_low, loaded.k_high) == (5, 20)
     summary = run_json(capsys, ["search", "--index", str(index), "--queries", str(beir), "--run-out", str(tmp_path / "r"),
-                                "--depth", "20", "--rerank", "bundled", "--route-settings", str(settings)])
+                                "--depth", "20", "--rerank", "bundled", "--route-settings", str(settings),
+                                "--top-n", "5"])  # k_low is raised to top_n, as /v1/search does
     assert summary["routing"]["k_low"] == 5
 
 
@@ -119,7 +120,8 @@ def test_calibrate_model_writes_a_routing_model_that_search_accepts(model_calibr
     loaded = load_settings(settings)
     assert (loaded.margin_below, loaded.entropy_above, loaded.tie_enabled, loaded.overlap_below) == (None, None, False, None)
     summary = run_json(capsys, ["search", "--index", str(index), "--queries", str(beir), "--run-out", str(tmp_path / "r"),
-                                "--depth", "20", "--rerank", "bundled", "--route-settings", str(settings)])
+                                "--depth", "20", "--rerank", "bundled", "--route-settings", str(settings),
+                                "--top-n", "5"])  # k_low is raised to top_n, as /v1/search does
     assert summary["routing"]["k_low"] == 5
 
 
@@ -138,8 +140,8 @@ def test_calibrate_model_features_restrict_what_the_model_reads(model_calibratio
 def test_user_errors_exit_2_with_a_message(index, beir, tmp_path, capsys):
     capsys.readouterr()
     assert main(["search", "--index", str(index), "--queries", str(beir), "--run-out", str(tmp_path / "r"),
-                 "--route", "dynamic"]) == 2
-    assert "--route needs --rerank" in capsys.readouterr().err
+                 "--no-rerank", "--route", "dynamic"]) == 2
+    assert "--no-rerank conflicts with --route" in capsys.readouterr().err
     assert main(["index", "build", "--corpus", str(beir), "--out", str(index)]) == 2
     assert "--overwrite" in capsys.readouterr().err
     assert main(["index", "delete", "--index", str(index), "--ids", "no-such-doc"]) == 2

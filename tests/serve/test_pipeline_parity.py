@@ -38,7 +38,8 @@ def test_cli_search_serves_what_the_server_serves(serve_app, client, handle, tmp
             "--run-out", str(run), "--mode", "hybrid", "--rerank", "bundled", "--route-settings", str(routing),
             "--depth", str(policy.k_high), "--k-low", str(k_low), "--top-n", str(TOP_N),
             "--rrf-k", str(settings.search.rrf_k), "--rrf-weights", ",".join(map(str, settings.search.rrf_weights)),
-            "--route", settings.routing.route, "--embedder-precision", settings.embedder.precision, "--json"]
+            "--route", settings.routing.route, "--embedder-precision", settings.embedder.precision,
+            "--rerank-precision", settings.reranker_model.precision, "--json"]
     # one torch thread, as Ray gives a replica with fractional CPUs: the same float reduction order
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)

@@ -40,13 +40,16 @@ def load_reranker_arg(model: str, precision: Precision) -> Reranker:
     return load_scorer(ModelSettings(path=None if model == BUNDLED else model, precision=precision))
 
 
-def add_embedder_argument(parser: argparse.ArgumentParser) -> None:
+def add_embedder_argument(parser: argparse.ArgumentParser, *, served: bool = False) -> None:
+    """``--embedder`` / ``--embedder-precision``; ``served``: unset means the served settings' embedder
+    (:mod:`serve.commands.served`) instead of the bundled MiniLM in ``auto``."""
+    model = "the served settings' embedder" if served else "the bundled all-MiniLM-L6-v2"
+    precision = "the served settings' embedder precision" if served else "auto"
     parser.add_argument("--embedder", metavar="PATH", default=None,
-                        help="bi-encoder model directory (default: the bundled all-MiniLM-L6-v2); "
-                             "must be the one the index was built with")
-    parser.add_argument("--embedder-precision", choices=get_args(Precision), default="auto",
-                        help="the embedder's forward precision (default auto: bf16 where the device has fast "
-                             "BF16, else fp32); search an index with the precision it was built with")
+                        help=f"bi-encoder model directory (default: {model}); must be the one the index was built with")
+    parser.add_argument("--embedder-precision", choices=get_args(Precision), default=None if served else "auto",
+                        help=f"the embedder's forward precision (default {precision}; auto: bf16 where the device has "
+                             "fast BF16, else fp32); search an index with the precision it was built with")
 
 
 def add_batch_size_argument(parser: argparse.ArgumentParser) -> None:

@@ -14,8 +14,9 @@ from steadyrank.retrieval.corpus import read_queries
 from steadyrank.retrieval.index import open_index
 from steadyrank.retrieval.pipeline import rerank_candidates
 from steadyrank.retrieval.routing import MODEL_FEATURES, RoutingSettings, save_settings
-from steadyrank.serve.cli.commands.index import BUNDLED, load_embedder_arg, load_reranker_arg
-from steadyrank.serve.cli.commands.search import add_reranker_arguments, add_routing_arguments, routing_settings
+from steadyrank.serve.cli.commands.index import BUNDLED
+from steadyrank.serve.cli.commands.search import add_reranker_arguments, add_routing_arguments
+from steadyrank.serve.cli.commands.served import served_run
 from steadyrank.serve.cli.options import add_deprecated_alias, add_grade_map_argument, require
 from steadyrank.serve.output import dumps_json, format_table
 
@@ -47,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     require(calibrate_parser, "settings_out", "--settings-out")
     calibrate_parser.add_argument("--split", default="test", help="qrels split (default %(default)s)")
     add_routing_arguments(calibrate_parser)
-    add_reranker_arguments(calibrate_parser, default=BUNDLED)
+    add_reranker_arguments(calibrate_parser, optional=False)
     calibrate_parser.add_argument("--objective", choices=OBJECTIVES, default="efficiency",
                                   help="what the thresholds optimise (default %(default)s)")
     calibrate_parser.add_argument("--model", action="store_true",
@@ -77,20 +78,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    base = replace(
-        routing_settings(args), margin_at=args.margin_at, overlap_at=args.overlap_at,
-        entropy_temperature=args.entropy_temperature,
-    )
+    served = served_run(args)
+    assert served.reranker is not None  # calibrate has no --no-rerank
+    base = replace(served.policy, margin_at=args.margin_at, overlap_at=args.overlap_at,
+                   entropy_temperature=args.entropy_temperature)
     qrels = read_qrels(f"{args.data}/qrels/{args.split}.tsv")
     queries = {q: t for q, t in read_queries(args.data).items() if q in qrels}
     if not queries:
         raise ValueError(f"no query of {args.data}'s queries file has judgments in qrels/{args.split}.tsv")
-    embedder = None if args.mode == "bm25" else load_embedder_arg(args.embedder)
-    reranker = load_reranker_arg(args.rerank, args.rerank_precision)
+    from steadyrank.serve.runtime import load_embedder, load_scorer
+
+    print(served.describe(), file=sys.stderr)
+    embedder = None if served.mode == "bm25" else load_embedder(served.embedder)
+    reranker = load_scorer(served.reranker, calibration=served.calibration)
+    print(f"reranker precision: {reranker.precision_choice.line()}", file=sys.stderr)
     rankings = {}
     with open_index(args.index, embedder) as store:
         for qid, text in tqdm(queries.items(), desc="reranking to k_high", unit="query", file=sys.stderr):
-            candidates = store.search(text, mode=args.mode, depth=base.k_high, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights)
+            candidates = store.search(text, mode=served.mode, depth=base.k_high, rrf_k=served.rrf_k,
+                                      rrf_weights=served.rrf_weights)
             rankings[qid] = rerank_candidates(store, text, candidates, reranker, base, "fixed100")
     observations = observe(rankings, qrels, base, measure=args.measure, rubric_map=args.grade_map, rel_level=args.rel_level)
     features = [f for f in args.model_features.split(",") if f] if args.model else None
@@ -102,8 +108,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
                            min_recovery=args.min_recovery, measure=args.measure)
     provenance = {
         **result.to_json(), "data": str(args.data), "split": args.split, "index": str(args.index),
-        "mode": args.mode, "reranker": args.rerank, "model": args.model, "model_features": features,
-        "rerank_precision": args.rerank_precision,
+        "mode": served.mode, "reranker": served.reranker.path or BUNDLED, "model": args.model,
+        "model_features": features, "rerank_precision": served.reranker.precision, "settings": served.to_json(),
         "min_recovery": args.min_recovery if args.objective == "efficiency" else None,
         "target_rate": args.target_rate if args.objective == "rate" else None,
     }

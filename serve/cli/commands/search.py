@@ -1,57 +1,72 @@
-"""``steadyrank search``: retrieve (dense, BM25 or hybrid), optionally rerank with dynamic K, write a TREC run."""
+"""``steadyrank search``: retrieve (dense, BM25 or hybrid), rerank with dynamic K as the server does, write a TREC run."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from tqdm import tqdm
 
 from steadyrank.metrics.io import write_trec_run
 from steadyrank.retrieval.corpus import read_queries
-from steadyrank.retrieval.denoise import DEFAULT_DENOISE, DENOISE_MODES, DenoiseMode
+from steadyrank.retrieval.denoise import DENOISE_MODES, DenoiseMode
 from steadyrank.retrieval.fsio import atomic_write_bytes
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
 from steadyrank.retrieval.index import open_index
 from steadyrank.retrieval.modes import MODES, Mode
 from steadyrank.retrieval.pipeline import Ranked, SearchModels, latency_summary, local_models, search
-from steadyrank.retrieval.protocols import Embedder, Reranker
 from steadyrank.retrieval.rewrite import LlmRewriter, LlmSettings
-from steadyrank.retrieval.routing import ROUTES, Route, RoutingSettings, load_settings
-from steadyrank.serve.cli.commands.index import BUNDLED, add_embedder_argument, load_embedder_arg, load_reranker_arg
+from steadyrank.retrieval.routing import ROUTES, Route, RoutingSettings
+from steadyrank.serve.cli.commands.index import BUNDLED, add_embedder_argument
+from steadyrank.serve.cli.commands.served import add_config_argument, served_compute, served_index, served_run
 from steadyrank.serve.cli.options import add_deprecated_alias, require
 from steadyrank.serve.output import dumps_json
+from steadyrank.serve.runtime.settings import Precision
 
 
-def add_reranker_arguments(parser: argparse.ArgumentParser, *, default: str | None) -> None:
-    """``--rerank`` / ``--rerank-precision`` (shared with ``route calibrate``)."""
-    parser.add_argument("--rerank", metavar="MODEL", default=default,
-                        help=f"reranker model directory (cross-encoder, causal-LM reranker or bi-encoder), "
-                             f"or '{BUNDLED}' for the bundled all-MiniLM-L6-v2 scored in FP32 (HPS)"
-                             + (f" (default {default})" if default else "; without it the retrieval order is written"))
-    parser.add_argument("--rerank-precision", choices=["fp32", "bf16", "fp16"], default="fp32",
-                        help="reranker forward precision; scores are upcast to FP32 before φ (HPS) (default %(default)s)")
+def add_reranker_arguments(parser: argparse.ArgumentParser, *, optional: bool) -> None:
+    """``--rerank`` / ``--rerank-precision`` (shared with ``route calibrate``); ``optional``: also
+    ``--no-rerank``. Unset, both are the served settings' primary reranker (:mod:`serve.cli.commands.served`)."""
+    parser.add_argument("--rerank", metavar="MODEL", default=None,
+                        help=f"reranker model directory (cross-encoder, causal-LM reranker or bi-encoder), or "
+                             f"'{BUNDLED}' for the bundled all-MiniLM-L6-v2; its other settings (max_length, "
+                             f"scoring, …) are the served reranker's (default: the served reranker, the embedder "
+                             f"when the settings name none)")
+    if optional:
+        parser.add_argument("--no-rerank", action="store_true",
+                            help="write the retrieval order (no server serves it: /v1/search always reranks)")
+    parser.add_argument("--rerank-precision", choices=get_args(Precision), default=None,
+                        help="reranker forward precision; scores are upcast to FP32 before φ (HPS) (default: the "
+                             "served reranker's, auto = bf16 where the device has fast BF16, else fp32)")
 
 
 def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
-    """Depths and the settings file (shared with ``route calibrate``)."""
-    parser.add_argument("--depth", type=int, default=RoutingSettings.k_high,
-                        help="candidates retrieved per query = k_high, the most that are reranked (default %(default)s)")
+    """The served settings file, depths, routing file, mode, RRF and embedder (shared with ``route calibrate``);
+    each unset one is the served settings' (:mod:`serve.cli.commands.served`)."""
+    add_config_argument(parser)
+    parser.add_argument("--depth", type=int, default=None,
+                        help=f"candidates retrieved per query = k_high, the most that are reranked (default: the "
+                             f"served routing's, {RoutingSettings.k_high} unless set)")
     parser.add_argument("--k-low", type=int, default=None,
-                        help=f"candidates always reranked (default: the settings file's, else {RoutingSettings.k_low})")
+                        help=f"candidates always reranked, kept as given (default: the served routing's "
+                             f"({RoutingSettings.k_low} unless set) raised to --top-n, as /v1/search does)")
     parser.add_argument("--top-n", type=int, default=None,
-                        help=f"results a client reads; the tie signal watches this cutoff (default {RoutingSettings.top_n})")
+                        help=f"results a client reads (a request's top_n); the tie signal watches this cutoff "
+                             f"(default: the served routing's, {RoutingSettings.top_n} unless set)")
     parser.add_argument("--route-settings", metavar="FILE", default=None,
-                        help="routing settings JSON written by 'steadyrank route calibrate' (default: built-in thresholds)")
-    parser.add_argument("--mode", choices=MODES, default="hybrid", help="retrieval mode (default %(default)s)")
-    parser.add_argument("--rrf-k", type=float, default=DEFAULT_RRF_K, help="RRF constant k for hybrid (default %(default)s)")
-    parser.add_argument("--rrf-weights", type=_weights, default=(1.0, 1.0), metavar="WD,WB",
-                        help="RRF weights of the dense and BM25 lists (default 1,1)")
-    add_embedder_argument(parser)
+                        help="routing settings JSON written by 'steadyrank route calibrate' (default: the served "
+                             "routing section)")
+    parser.add_argument("--mode", choices=MODES, default=None,
+                        help="retrieval mode (default: the served search.default_mode, hybrid unless set)")
+    parser.add_argument("--rrf-k", type=float, default=None,
+                        help=f"RRF constant k for hybrid (default: the served search.rrf_k, {DEFAULT_RRF_K:g} unless set)")
+    parser.add_argument("--rrf-weights", type=_weights, default=None, metavar="WD,WB",
+                        help="RRF weights of the dense and BM25 lists (default: the served search.rrf_weights, 1,1 "
+                             "unless set)")
+    add_embedder_argument(parser, served=True)
 
 
 def add_denoise_llm_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,14 +84,6 @@ def llm_rewriter_arg(args: argparse.Namespace) -> LlmRewriter | None:
     return LlmRewriter(LlmSettings(base_url=args.denoise_llm_url, model=args.denoise_llm_model))
 
 
-def routing_settings(args: argparse.Namespace) -> RoutingSettings:
-    """Settings file (or defaults) with ``k_high = --depth`` and the ``--k-low``/``--top-n`` overrides."""
-    settings = load_settings(args.route_settings) if args.route_settings else RoutingSettings()
-    k_low = args.k_low if args.k_low is not None else min(settings.k_low, args.depth)
-    top_n = args.top_n if args.top_n is not None else settings.top_n
-    return replace(settings, k_high=args.depth, k_low=k_low, top_n=top_n)
-
-
 def _weights(text: str) -> tuple[float, float]:
     try:
         dense, sparse = (float(x) for x in text.split(","))
@@ -90,15 +97,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "search",
         help="retrieve and rerank queries against an index; write a TREC run and RUN.json",
         description=(
-            "Search every query of QUERIES (a queries file or a BEIR folder) in the index. Hybrid "
-            "fuses the dense and BM25 top DEPTH lists with RRF. With --rerank, the first k_low "
+            "Search every query of QUERIES (a queries file or a BEIR folder) in the index as POST "
+            "/v1/search does on a server started with the same settings (--config; every flag left out "
+            "is the served setting, and the settings in force are printed and written to RUN.json). Hybrid "
+            "fuses the dense and BM25 top DEPTH lists with RRF. The first k_low "
             "candidates are reranked; route 'dynamic' reranks up to DEPTH only when an uncertainty "
             "signal fires (small dense margin, high reranker entropy, tie at top_n, low dense/BM25 "
             "overlap), 'fixed50' never, 'fixed100' always. Writes the TREC run to RUN (--run-out) and, per "
             "query, the candidates reranked, routing signals and reasons, and stage latencies to RUN.json."
         ),
     )
-    parser.add_argument("--index", required=True, metavar="DIR", help="index directory")
+    parser.add_argument("--index", default=None, metavar="DIR",
+                        help="index directory (default: the served index, built first as the server would)")
     parser.add_argument("--queries", required=True,
                         help="queries file (_id/id and text: JSONL, .jsonl.gz, TSV/CSV, Parquet) or BEIR folder")
     parser.add_argument("--run-out", dest="run_out", default=None, metavar="FILE",
@@ -106,13 +116,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_deprecated_alias(parser, "--out", "--run-out", "run_out")
     require(parser, "run_out", "--run-out")
     add_routing_arguments(parser)
-    add_reranker_arguments(parser, default=None)
+    add_reranker_arguments(parser, optional=True)
     parser.add_argument("--route", choices=ROUTES, default=None,
-                        help="with --rerank: dynamic (default), fixed50 (k_low) or fixed100 (all DEPTH)")
-    parser.add_argument("--denoise", choices=DENOISE_MODES, default=DEFAULT_DENOISE,
+                        help="dynamic, fixed50 (k_low) or fixed100 (all DEPTH) (default: the served routing.route, "
+                             "dynamic unless set)")
+    parser.add_argument("--denoise", choices=DENOISE_MODES, default=None,
                         help="query denoising before search: off, rules (greetings, fillers, apologies, sign-offs, "
                              "emoji out; names, numbers, quotes kept) or llm (a chat model restates the need, falling "
-                             "back to rules) (default %(default)s)")
+                             "back to rules) (default: the served search.denoise, off unless set)")
     add_denoise_llm_arguments(parser)
     parser.add_argument("--tag", default="steadyrank", help="run tag column (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -120,19 +131,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.route is not None and args.rerank is None:
-        raise ValueError("--route needs --rerank (without a reranker nothing is routed)")
-    settings = routing_settings(args)
-    route: Route = args.route or "dynamic"  # argparse choices: ROUTES
+    if args.no_rerank and (args.route is not None or args.rerank is not None or args.rerank_precision is not None):
+        raise ValueError("--no-rerank conflicts with --route, --rerank and --rerank-precision (nothing is reranked)")
+    served = served_run(args)
+    print(served.describe(), file=sys.stderr)
     queries = read_queries(args.queries)
-    embedder = None if args.mode == "bm25" else load_embedder_arg(args.embedder, args.embedder_precision)
-    reranker = None if args.rerank is None else load_reranker_arg(args.rerank, args.rerank_precision)
-    rewriter = llm_rewriter_arg(args)
-    with open_index(args.index, embedder) as store:
-        stored = embedder is not None and reranker is not None and _same_vectors(reranker, embedder)
-        models = local_models(store, embedder, reranker, rrf_k=args.rrf_k, rrf_weights=args.rrf_weights,
+    index = served_index(served)
+    from steadyrank.serve.runtime import load_embedder, load_scorer
+
+    compute = served_compute(served)  # before the models load, as in a replica
+    reranker = None if served.reranker is None else load_scorer(served.reranker, calibration=served.calibration)
+    if reranker is not None:
+        print(f"reranker precision: {reranker.precision_choice.line()}", file=sys.stderr)
+    stored = served.stored_vectors
+    embedder = load_embedder(served.embedder) if served.mode != "bm25" or stored else None
+    rewriter = None if served.denoise_llm is None else LlmRewriter(served.denoise_llm)
+    with open_index(index, embedder) as store:
+        models = local_models(store, embedder, reranker, rrf_k=served.rrf_k, rrf_weights=served.rrf_weights,
                               stored_vectors=stored, rewriter=rewriter)
-        ranked = asyncio.run(_search_all(queries, args.mode, models, settings, route, args.denoise))
+        search_all = _search_all(queries, served.mode, models, served.policy, served.route, served.denoise)
+        ranked = compute.submit(asyncio.run, search_all).result()
     trec = {qid: dict(zip(r.doc_ids, map(float, r.scores), strict=True)) for qid, r in ranked.items()}
     per_query = {qid: query_report(r) for qid, r in ranked.items()}
     write_trec_run(args.run_out, trec, tag=args.tag)
@@ -140,13 +158,14 @@ def run(args: argparse.Namespace) -> int:
     summary = {
         "run": args.run_out,
         "report": f"{args.run_out}.json",
-        "index": args.index,
-        "mode": args.mode,
-        "depth": args.depth,
-        "reranker": args.rerank,
-        "route": route if reranker is not None else None,
-        "denoise": args.denoise,
-        "routing": settings.to_json() if reranker is not None else None,
+        "index": str(index),
+        "mode": served.mode,
+        "depth": served.policy.k_high,
+        "reranker": None if served.reranker is None else (served.reranker.path or BUNDLED),
+        "route": served.route if reranker is not None else None,
+        "denoise": served.denoise,
+        "routing": served.policy.to_json() if reranker is not None else None,
+        "settings": served.to_json(),
         "queries": len(per_query),
         "mean_k_reranked": sum(k_values) / len(k_values),
         "escalation_rate": sum(bool(q.get("escalated")) for q in per_query.values()) / len(per_query),
@@ -157,21 +176,11 @@ def run(args: argparse.Namespace) -> int:
         print(dumps_json(summary))
     else:
         print(
-            f"wrote {args.run_out} ({len(per_query)} queries, mode {args.mode}, depth {args.depth}); "
+            f"wrote {args.run_out} ({len(per_query)} queries, mode {served.mode}, depth {served.policy.k_high}); "
             f"mean candidates reranked {summary['mean_k_reranked']:.1f}, "
             f"escalated {summary['escalation_rate']:.0%}; details in {args.run_out}.json"
         )
     return 0
-
-
-def _same_vectors(reranker: Reranker, embedder: Embedder) -> bool:
-    """The reranker is the embedder's model (rerank from the stored vectors). Both come from the runtime
-    loaders (``load_reranker_arg``, ``load_embedder_arg``), whose models carry their resolved settings."""
-    from steadyrank.serve.runtime.embedder import Embedder as LoadedEmbedder
-    from steadyrank.serve.runtime.scorer import Scorer
-
-    assert isinstance(reranker, Scorer) and isinstance(embedder, LoadedEmbedder)
-    return reranker.settings.same_vectors(embedder.settings)
 
 
 async def _search_all(queries: dict[str, str], mode: Mode, models: SearchModels, settings: RoutingSettings,

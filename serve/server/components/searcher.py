@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -101,7 +100,7 @@ class Searcher:
         if top_n > self.settings.limits.max_top_n:
             raise InvalidInputError(f"top_n must be ≤ {self.settings.limits.max_top_n}, got {top_n}")
         mode = call.mode or self.settings.search.default_mode
-        policy = replace(self.policy, top_n=top_n, k_low=min(max(self.policy.k_low, top_n), self.policy.k_high))
+        policy = self.policy.for_top_n(top_n)
         denoise = call.denoise or self.settings.search.denoise
         if denoise == "llm" and self.rewriter is None:  # no endpoint configured: llm's own fallback, rules
             denoise = "rules"
