@@ -25,6 +25,7 @@ from steadyrank.retrieval.corpus import read_corpus, read_queries
 from steadyrank.retrieval.denoise import DENOISE_MODES, DenoiseMode
 from steadyrank.retrieval.fsio import atomic_write_bytes
 from steadyrank.retrieval.pipeline import local_models, search
+from steadyrank.retrieval.protocols import Embedder, Reranker
 from steadyrank.retrieval.rewrite import LlmRewriter
 from steadyrank.retrieval.routing import RoutingSettings
 from steadyrank.serve.cli.commands.index import BUNDLED, load_embedder_arg, load_reranker_arg
@@ -39,6 +40,7 @@ from steadyrank.serve.tools.probes.margins import MIN_BASE_DELTA, summarize
 from steadyrank.serve.tools.probes.noise import LEVELS, variants
 from steadyrank.serve.tools.probes.phrasings import HALVES
 from steadyrank.serve.tools.probes.remote import remote_embeddings, remote_encode, remote_rerank
+from steadyrank.serve.tools.probes.retrieval import parse_ks, probe_retrieval
 from steadyrank.serve.tools.probes.run import Similarity, cosine_rows, embedding_similarity, run_probes
 
 NOISE_MEASURES = ("ndcg@10", "ra_nwg@10", "recall@100")
@@ -90,6 +92,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="queries with base Δname below this are left out of ΔΔ%% (default %(default)s)")
     names.add_argument("--plot-out", metavar="FILE", default=None, help="write a ΔΔ%% bar plot (PNG)")
     add_deprecated_alias(names, "--plot", "--plot-out", "plot_out")
+    names.add_argument("--retrieval", action="store_true",
+                       help="also index each ablation's bundles (every candidate a passage) and search each query "
+                            "through the search pipeline: Recall@k of the right passage (C1) beside Δname; "
+                            "in process only (a --kind reranker reranks what the bundled embedder retrieves)")
+    names.add_argument("--mode", choices=["dense", "bm25", "hybrid"], default="dense",
+                       help="--retrieval's first stage (default %(default)s)")
+    names.add_argument("--recall-k", default="1,10", metavar="K,K",
+                       help="--retrieval's Recall cutoffs; the largest is the search depth (default %(default)s)")
     _add_model_arguments(names, kinds=True)
     names.set_defaults(func=run_names)
 
@@ -126,13 +136,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 # --- names ----------------------------------------------------------------------------------------
 
-def _similarity(args: argparse.Namespace) -> Similarity:
-    kind = getattr(args, "kind", "embedder")
+def _in_process(args: argparse.Namespace) -> tuple[Embedder | None, Reranker | None]:
+    """The probe's model in process: ``(embedder, None)`` for ``--kind embedder``; for ``--kind reranker``
+    the reranker and, for ``--retrieval``'s index, the bundled embedder (loaded only then)."""
+    if getattr(args, "kind", "embedder") == "reranker":
+        reranker = load_reranker_arg(args.model, args.precision)
+        return (load_embedder_arg(None, args.precision) if args.retrieval else None), reranker
+    return load_embedder_arg(None if args.model == BUNDLED else args.model, args.precision), None
+
+
+def _similarity(args: argparse.Namespace, embedder: Embedder | None, reranker: Reranker | None) -> Similarity:
     if args.url:
         model = None if args.model == BUNDLED else args.model
-        return (remote_rerank if kind == "reranker" else remote_embeddings)(args.url, args.api_key, model=model)
-    if kind == "reranker":
-        reranker = load_reranker_arg(args.model, args.precision)
+        return (remote_rerank if args.kind == "reranker" else remote_embeddings)(args.url, args.api_key, model=model)
+    if reranker is not None:
 
         async def keys(items: list[tuple[str, list[str]]]) -> list[np.ndarray]:
             out = reranker.score([(q, t) for q, texts in items for t in texts]).keys
@@ -140,10 +157,11 @@ def _similarity(args: argparse.Namespace) -> Similarity:
             return [np.asarray(out[a:b], dtype=np.float32) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
         return keys
-    embedder = load_embedder_arg(None if args.model == BUNDLED else args.model, args.precision)
+    assert embedder is not None, "_in_process gives an embedder when there is no reranker"
+    model = embedder
 
     async def encode(texts: list[str]) -> np.ndarray:
-        return embedder.encode(texts)
+        return model.encode(texts)
 
     return embedding_similarity(encode)
 
@@ -161,18 +179,35 @@ def run_names(args: argparse.Namespace) -> int:
     if args.write_bundles:
         lines = "".join(json.dumps(b.to_json(), ensure_ascii=False) + "\n" for b in bundles)
         atomic_write_bytes(Path(args.write_bundles), lines.encode("utf-8"))
-    similarity = _similarity(args)
+    ks = parse_ks(args.recall_k)
+    if args.retrieval and args.url:
+        raise ValueError("--retrieval indexes the bundles with an in-process model: drop --url")
+    embedder, reranker = (None, None) if args.url else _in_process(args)
+    similarity = _similarity(args, embedder, reranker)
     with tqdm(total=len(bundles) * len(ablations), desc="probing", unit="bundle", file=sys.stderr,
               dynamic_ncols=True, disable=None) as bar:
         rows = asyncio.run(run_probes(bundles, ablations, similarity, templates, seed=args.seed, progress=bar.update))
     summary = summarize(rows, min_base=args.min_base, seed=args.seed)
     payload = {"model": args.model, "url": args.url, "kind": args.kind, "seed": args.seed, "bundles": len(bundles),
                "ablations": list(ablations), "min_base": args.min_base, "summary": summary}
+    if args.retrieval:
+        assert embedder is not None, "_in_process loads the index's embedder for --retrieval"
+        with tqdm(total=len(ablations), desc="indexing and searching", unit="ablation", file=sys.stderr,
+                  dynamic_ncols=True, disable=None) as bar:
+            payload["retrieval"] = {"mode": args.mode, "k": list(ks), "summary": asyncio.run(probe_retrieval(
+                bundles, ablations, templates, rows, embedder, reranker, args.mode, ks, seed=args.seed,
+                progress=bar.update))}
     if args.plot_out:
         from steadyrank.serve.tools.probes.plot import plot_delta_delta
 
         plot_delta_delta(summary, args.plot_out, f"Δname under ablations — {args.model} ({args.kind})")
-    print(dumps_json(payload) if args.json else names_table(summary))
+    if args.json:
+        print(dumps_json(payload))
+    else:
+        print(names_table(summary))
+        if args.retrieval:
+            print()
+            print(retrieval_table(payload["retrieval"]))
     return 0
 
 
@@ -190,6 +225,21 @@ def names_table(summary: list[dict]) -> str:
                      f"{r['delta_both']['mean']:+.3f}",
                      f"{dd['mean']:+.1f} [{dd['low']:+.1f}, {dd['high']:+.1f}]" if dd and dd["n"] else "n/a",
                      r.get("excluded", 0), "/".join(str(r["ties"][m]) for m in ("name", "topic", "both"))])
+    return format_table(headers, rows)
+
+
+def retrieval_table(retrieval: dict[str, Any]) -> str:
+    """One row per (ablation, language): Δname beside Recall@k of C1, and Recall@k by the sign of Δname."""
+    ks = retrieval["k"]
+    headers = ["ablation", "lang", "n", "Δname", *[f"R@{k} of C1 [95% CI]" for k in ks],
+               f"R@{ks[0]} | Δname>0 (n)", f"R@{ks[0]} | Δname≤0 (n)"]
+    rows = []
+    for r in retrieval["summary"]:
+        split = [f"{m['mean']:.3f} ({m['n']})" if m["mean"] is not None else f"n/a ({m['n']})"
+                 for m in (r["by_margin"]["positive"], r["by_margin"]["not_positive"])]
+        rows.append([r["ablation"], r["lang"], r["n"], f"{r['delta_name']['mean']:+.3f}",
+                     *[f"{r[f'recall@{k}']['mean']:.3f} [{r[f'recall@{k}']['low']:.3f}, {r[f'recall@{k}']['high']:.3f}]"
+                       for k in ks], *split])
     return format_table(headers, rows)
 
 

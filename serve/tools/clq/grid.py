@@ -102,6 +102,7 @@ class Grid:
     latency_queries: int = 8
     sla_ms: tuple[float, ...] = ()
     budgets: tuple[float, ...] = ()
+    quality_targets: tuple[float, ...] = ()
     bootstrap_resamples: int = 2000
     confidence: float = 0.95
 
@@ -252,8 +253,8 @@ def parse_grid(data: Any, base: Path) -> Grid:
     if latency.get("stat", "p95_ms") not in LATENCY_STATS:
         raise GridError(f"latency.stat must be one of {', '.join(LATENCY_STATS)}")
     bounds = data.get("bounds", {}) or {}
-    _only(bounds, {"sla_ms", "budget"}, "bounds")
-    for key in ("sla_ms", "budget"):
+    _only(bounds, {"sla_ms", "budget", "quality_target"}, "bounds")
+    for key in ("sla_ms", "budget", "quality_target"):
         values = bounds.get(key, [])
         if not isinstance(values, list) or any(isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 for v in values):
             raise GridError(f"bounds.{key} must be a list of numbers ≥ 0")
@@ -277,6 +278,7 @@ def parse_grid(data: Any, base: Path) -> Grid:
         latency_queries=_positive_int(latency.get("queries", 8), "latency.queries"),
         sla_ms=tuple(float(v) for v in bounds.get("sla_ms", [])),
         budgets=tuple(float(v) for v in bounds.get("budget", [])),
+        quality_targets=tuple(float(v) for v in bounds.get("quality_target", [])),
         bootstrap_resamples=_positive_int(boot.get("resamples", 2000), "bootstrap.resamples"),
         confidence=confidence,
     )

@@ -1,4 +1,5 @@
-"""The sweep's picture: quality vs latency, frontier highlighted, marker area proportional to cost."""
+"""The sweep's picture: quality vs latency, frontier highlighted, marker area proportional to cost;
+the frontier's latency–quality staircase with each step's ΔQ/Δms, the quality targets and their picks."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import numpy as np
 
 def plot(decision: dict[str, Any], quality: str, latency_stat: str, path: Path) -> None:
     """Write a PNG: every configuration as a point (area ∝ cost per query), the frontier in colour
-    and labelled, the best configuration starred."""
+    and labelled, the best configuration starred, the staircase's steps labelled with ΔQ/Δms
+    (quality per ms), each quality target as a dashed line and its pick as a diamond."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,6 +31,21 @@ def plot(decision: dict[str, Any], quality: str, latency_stat: str, path: Path) 
         if r["frontier"]:
             ax.annotate(r["config_id"], (r["latency_ms"], r["quality"]), fontsize=6, xytext=(4, 3),
                         textcoords="offset points")
+    steps = decision.get("marginal", [])
+    if steps:
+        ax.plot([s["latency"] for s in steps], [s["quality"] for s in steps], drawstyle="steps-post",
+                c="tab:blue", lw=1, alpha=0.6, label="latency–quality staircase")
+        for s in steps:
+            if s["delta_quality_per_ms"] is not None:
+                ax.annotate(f"ΔQ/Δms {s['delta_quality_per_ms']:.1e}", (s["latency"], s["quality"]), fontsize=6,
+                            xytext=(4, -9), textcoords="offset points", color="tab:blue")
+    where = {r["config_id"]: r for r in rows}
+    for t in decision.get("quality_target_picks", []):
+        ax.axhline(t["quality_target"], ls="--", lw=0.8, c="tab:green")
+        if t["pick"] is not None:
+            chosen = where[t["pick"]]
+            ax.scatter([chosen["latency_ms"]], [chosen["quality"]], marker="D", s=80, facecolors="none",
+                       edgecolors="tab:green", linewidths=1.5, label=f"pick for Q ≥ {t['quality_target']:g}")
     best = next(r for r in rows if r["config_id"] == decision["best"])
     ax.scatter([best["latency_ms"]], [best["quality"]], marker="*", s=250, c="tab:red", label="best quality")
     ax.set_xlabel(f"total latency {latency_stat.replace('_ms', '')} (ms)")

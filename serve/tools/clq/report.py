@@ -8,7 +8,8 @@ Cost per query (currency of the grid's prices)::
 
 Quality is the expected value of the grid's quality measure; latency its latency statistic of the
 total (retrieval + rerank). A quality difference is *within noise* when the paired bootstrap CI
-(resampling queries, ``metrics.paired_bootstrap``) of the per-query difference contains 0.
+(resampling queries, ``metrics.paired_bootstrap``) of the per-query difference contains 0. The
+quality-target rule, the efficiency scalar and the marginal table: :mod:`.rules`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from steadyrank.metrics.aggregate import paired_bootstrap
+from steadyrank.metrics.aggregate import bootstrap_ci, paired_bootstrap
 from steadyrank.serve.tools.clq.frontier import Candidate, pareto_front, pick
 from steadyrank.serve.tools.clq.grid import Grid, Prices
+from steadyrank.serve.tools.clq.rules import EFFICIENCY_NOTE, efficiency, marginal_table, quality_target_pick
 
 GIB = float(1 << 30)
 
@@ -48,8 +50,35 @@ def versus(best: dict[str, Any], other: dict[str, Any], grid: Grid) -> dict[str,
             "within_noise": bool(ci.low <= 0 <= ci.high)}
 
 
+def target_pick(target: float, cands: Sequence[Candidate], by_id: dict[str, dict[str, Any]], grid: Grid,
+                end_to_end: dict[str, float | None]) -> dict[str, Any]:
+    """The quality-target rule's pick for ``target`` and the bootstrap CI of its mean quality over
+    queries (``ci_low < target``: the target is met by the point estimate, not beyond noise)."""
+    chosen = quality_target_pick(cands, target, end_to_end)
+    out: dict[str, Any] = {"quality_target": target, "pick": chosen and chosen.config_id,
+                           "feasible": sum(c.quality >= target for c in cands)}
+    if chosen is not None:
+        ci = bootstrap_ci(list(by_id[chosen.config_id]["per_query"].values()),
+                          n_resamples=grid.bootstrap_resamples, confidence=grid.confidence)
+        out |= {"quality": chosen.quality, "latency_ms": chosen.latency, "cost_per_query": chosen.cost,
+                "ci_low": ci.low, "ci_high": ci.high, "target_within_noise": bool(ci.low < target)}
+    return out
+
+
+def marginal(cands: Sequence[Candidate], front: Any, by_id: dict[str, dict[str, Any]], grid: Grid) -> list[dict[str, Any]]:
+    """The marginal ΔQ/Δms table along the frontier, each step with its paired bootstrap test."""
+    rows = []
+    for step in marginal_table([c for c, f in zip(cands, front, strict=True) if f]):
+        row = dict(step.__dict__)
+        if step.previous is not None:
+            row["within_noise"] = versus(by_id[step.previous], by_id[step.config_id], grid)["within_noise"]
+        rows.append(row)
+    return rows
+
+
 def decide(results: Sequence[dict[str, Any]], grid: Grid) -> dict[str, Any]:
-    """Costs, frontier membership, comparison with the best configuration, SLA and budget picks."""
+    """Costs, frontier membership, comparison with the best configuration, SLA, budget and
+    quality-target picks, the efficiency scalar and the marginal ΔQ/Δms table."""
     by_id = {r["config_id"]: r for r in results}
     cands = candidates_of(results, grid)
     front = pareto_front([c.cost for c in cands], [c.latency for c in cands], [c.quality for c in cands])
@@ -58,9 +87,13 @@ def decide(results: Sequence[dict[str, Any]], grid: Grid) -> dict[str, Any]:
         raise ValueError("no configuration results to decide between")
     rows = []
     for c, on_front in zip(cands, front, strict=True):
+        latency = by_id[c.config_id]["latency"]
+        eff = efficiency(c.quality, latency["rerank"]["p50_ms"], latency["total"]["p50_ms"])
         rows.append({"config_id": c.config_id, "cost_per_query": c.cost, "latency_ms": c.latency,
                      "quality": c.quality, "k": c.k, "frontier": bool(on_front),
+                     "efficiency": {"local": eff.local, "end_to_end": eff.end_to_end},
                      "vs_best": versus(by_id[best.config_id], by_id[c.config_id], grid)})
+    end_to_end = {r["config_id"]: r["efficiency"]["end_to_end"] for r in rows}
 
     def bounded(**bound: float) -> dict[str, Any]:
         feasible = [c for c in cands if all(getattr(c, {"max_latency": "latency", "max_cost": "cost"}[k]) <= v
@@ -79,6 +112,9 @@ def decide(results: Sequence[dict[str, Any]], grid: Grid) -> dict[str, Any]:
         "best": best.config_id,
         "sla_picks": [bounded(max_latency=v) for v in grid.sla_ms],
         "budget_picks": [bounded(max_cost=v) for v in grid.budgets],
+        "quality_target_picks": [target_pick(t, cands, by_id, grid, end_to_end) for t in grid.quality_targets],
+        "efficiency_note": EFFICIENCY_NOTE,
+        "marginal": marginal(cands, front, by_id, grid),
     }
 
 
@@ -86,7 +122,7 @@ def table_rows(results: Sequence[dict[str, Any]], decision: dict[str, Any], grid
     """Headers and rows of the summary table (one row per configuration)."""
     q = grid.quality
     headers = ["configuration", "RA-nWG@10", "RA-nWG@30", "range@30", "nDCG@10", "NR4+@30", f"%PROC {q}", "K",
-               "tokens", "total p50", "total p95", "rerank p95", "cost/query", "front", "vs best"]
+               "tokens", "total p50", "total p95", "rerank p95", "cost/query", "eff local", "eff e2e", "front", "vs best"]
     rows = []
     for r, d in zip(results, decision["configurations"], strict=True):
         qual, lat = r["quality"], r["latency"]
@@ -97,7 +133,25 @@ def table_rows(results: Sequence[dict[str, Any]], decision: dict[str, Any], grid
                      qual["proc_ratio"], f"{r['cost']['candidates_reranked']:.1f}",
                      f"{r['cost']['pair_tokens_reranked']:.0f}", f"{lat['total']['p50_ms']:.1f}",
                      f"{lat['total']['p95_ms']:.1f}", f"{lat['rerank']['p95_ms']:.1f}",
-                     f"{d['cost_per_query']:.6f}", "*" if d["frontier"] else "", mark])
+                     f"{d['cost_per_query']:.6f}", _number(d["efficiency"]["local"], ".2f"),
+                     _number(d["efficiency"]["end_to_end"], ".2f"), "*" if d["frontier"] else "", mark])
+    return headers, rows
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def marginal_rows(decision: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows of the marginal table (one row per staircase step)."""
+    headers = ["frontier step", "latency ms", "quality", "ΔQ", "Δms", "ΔQ/Δms", "Δcost", "ΔQ within noise"]
+    rows = []
+    for s in decision["marginal"]:
+        first = s["previous"] is None
+        rows.append([s["config_id"], f"{s['latency']:.1f}", f"{s['quality']:.4f}",
+                     "" if first else f"{s['delta_quality']:+.4f}", "" if first else f"{s['delta_ms']:+.1f}",
+                     "" if first else _number(s["delta_quality_per_ms"], ".2e"),
+                     "" if first else f"{s['delta_cost']:+.6f}", "" if first else ("yes" if s["within_noise"] else "no")])
     return headers, rows
 
 
