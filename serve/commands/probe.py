@@ -12,6 +12,7 @@ import asyncio
 import json
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Any, get_args
 
@@ -142,8 +143,8 @@ def _similarity(args: argparse.Namespace) -> Similarity:
         return keys
     embedder = load_embedder_arg(None if args.model == BUNDLED else args.model, args.precision)
 
-    async def encode(texts: list[str]) -> np.ndarray:
-        return embedder.encode(texts)
+    async def encode(texts: list[str]) -> np.ndarray:  # probe texts are queries: the query prompt
+        return embedder.encode(texts, prompt=embedder.query_prompt)
 
     return embedding_similarity(encode)
 
@@ -303,7 +304,7 @@ def run_noise(args: argparse.Namespace) -> int:
             return asyncio.run(remote(texts))
     else:
         embedder = load_embedder_arg(None if args.model == BUNDLED else args.model, args.precision)
-        encode = embedder.encode
+        encode = partial(embedder.encode, prompt=embedder.query_prompt)  # the noisy texts are queries
     payload: dict[str, Any] = {"model": args.model, "lang": args.lang, "noise": args.noise, "seed": args.seed,
                                "queries": len(clean),
                                "levels": list(levels), "denoise": args.denoise,
