@@ -154,7 +154,7 @@ class IndexStore(MemoryIndex):
             raise EmbedderMismatchError(
                 f"index {self.root} was built with prompts {prompts} (documents after 'document', queries to "
                 f"go after 'query'); the embedder applies {offered}: give the embedder the index's prompts "
-                "(its `prompts` setting), or rebuild the index"
+                "(its `prompts` setting; `--embedder-prompts` on the command line), or rebuild the index"
             )
 
     def _writer(self) -> WriteAheadLog:

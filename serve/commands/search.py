@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     settings = routing_settings(args)
     route: Route = args.route or "dynamic"  # argparse choices: ROUTES
     queries = read_queries(args.queries)
-    embedder = None if args.mode == "bm25" else load_embedder_arg(args.embedder, args.embedder_precision)
+    embedder = None if args.mode == "bm25" else load_embedder_arg(args.embedder, args.embedder_precision, args.embedder_prompts)
     reranker = None if args.rerank is None else load_reranker_arg(args.rerank, args.rerank_precision)
     rewriter = llm_rewriter_arg(args)
     with open_index(args.index, embedder) as store:
