@@ -133,7 +133,7 @@ def encode_prompts(
         room = max_length - len(prefix_ids) - len(suffix_ids)
         if room < 1:
             raise InputTooLongError(
-                f"prompt template and query take {max_length - room} tokens: "
+                f"prompt template, instruction and query take {max_length - room} tokens: "
                 f"max_length={max_length} leaves no room for the document"
             )
         doc_ids = tokenizer(doc, add_special_tokens=False)["input_ids"]

@@ -63,3 +63,14 @@ def test_a_cross_encoder_refuses_an_instruction(cross_encoder_1: Path) -> None:
     with pytest.raises(InvalidInputError, match="takes no instruction"):
         scorer.score_many([[(QUERY, DOCS[0])]], [CODE_SEARCH])
     assert scorer.rerank(QUERY, DOCS).scores.shape == (3,)
+
+
+def test_an_instruction_that_leaves_no_room_for_the_document_is_refused(causal_lm: Path) -> None:
+    """The largest instruction a server admits (``limits.max_instruction_chars``, 2000 characters)
+    can outgrow ``max_length``: the prompt is refused while it is tokenised, before any forward pass,
+    never scored with the document cut away."""
+    from steadyrank.serve.runtime.errors import InputTooLongError
+
+    scorer = load_scorer(ModelSettings(path=str(causal_lm), precision="fp32", max_length=128))
+    with pytest.raises(InputTooLongError, match="room"):
+        scorer.rerank(QUERY, DOCS, instruction="rank " * 400)

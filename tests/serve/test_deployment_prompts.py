@@ -47,6 +47,7 @@ def test_the_embedder_deployment_applies_the_prompt_asked_for(tmp_path) -> None:
             await served(role="query", instruction="find metals")
 
     asyncio.run(asks())
+    assert asyncio.run(deployment.info())["prompts"] == {"query": "query: ", "document": "passage: "}
 
 
 def test_the_reranker_deployment_scores_with_the_request_instruction(tmp_path) -> None:

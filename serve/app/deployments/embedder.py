@@ -49,7 +49,7 @@ class Embedder:
         m = self.model
         return {"model": m.model_id, "dim": m.dim, "precision": m.precision,
                 "precision_choice": m.precision_choice.facts(), "scoring": m.scoring,
-                "max_length": m.max_length}
+                "max_length": m.max_length, "prompts": {"query": m.query_prompt, "document": m.document_prompt}}
 
     async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None,
                     shadow: bool = False, role: PromptRole | None = None, prompt_name: str | None = None,
