@@ -36,7 +36,8 @@ def embed_documents(
     batch_size: int = 256,
     on_progress: ProgressCallback | None = None,
 ) -> np.ndarray:
-    """``embedder.encode`` over ``full_text`` in batches: float32 (n, dim), rows checked to be unit vectors.
+    """``embedder.encode`` over ``full_text`` (after the embedder's document prompt) in batches: float32
+    (n, dim), rows checked to be unit vectors.
 
     ``on_progress(n_done_in_batch)`` is called after every batch (drive a progress bar with it).
     """
@@ -44,7 +45,8 @@ def embed_documents(
     for start in range(0, len(documents), batch_size):
         chunk = documents[start : start + batch_size]
         vectors[start : start + len(chunk)] = check_vectors(
-            embedder.encode([d.full_text for d in chunk], show_progress=False), len(chunk), embedder.dim
+            embedder.encode([d.full_text for d in chunk], prompt=embedder.document_prompt, show_progress=False),
+            len(chunk), embedder.dim,
         )
         if on_progress is not None:
             on_progress(len(chunk))
@@ -75,12 +77,25 @@ def check_new_documents(documents: Sequence[Document], existing: Iterable[str] =
         seen.add(doc.id)
 
 
+def embedder_record(embedder: Embedder) -> dict[str, Any]:
+    """What a manifest records of the embedder: ``model_id``, ``dim`` and the ``prompts`` its documents
+    were embedded after (``document``) and its queries are to be (``query``)."""
+    return {"model_id": embedder.model_id, "dim": embedder.dim,
+            "prompts": {"query": embedder.query_prompt, "document": embedder.document_prompt}}
+
+
+def built_prompts(manifest: dict[str, Any]) -> dict[str, str]:
+    """The ``query`` and ``document`` prompts an index was built with (none before they were recorded)."""
+    return manifest["embedder"].get("prompts", {"query": "", "document": ""})
+
+
 def build_header(
-    embedder_id: str, dim: int, dense: DenseSettings, bm25: Bm25Settings | None, count: int, seconds: float,
+    embedder: dict[str, Any], dense: DenseSettings, bm25: Bm25Settings | None, count: int, seconds: float,
     origin: str, skipped_empty: int,
 ) -> dict[str, Any]:
+    """A manifest's header; ``embedder`` is :func:`embedder_record`'s (or an earlier manifest's) record."""
     return {
-        "embedder": {"model_id": embedder_id, "dim": dim},
+        "embedder": embedder,
         "dense": {**asdict(dense), "metric": "inner_product"},
         "bm25": None if bm25 is None else bm25.to_json(),
         "count": count,
@@ -137,8 +152,7 @@ def build_index(
         stats = None if shard is None else shard.bm25_stats
         bm25_index = None if bm25 is None else Bm25Index.build([d.full_text for d in documents], slots, bm25, stats)
         header = build_header(
-            embedder.model_id, embedder.dim, dense, bm25, len(documents), time.perf_counter() - started, "build",
-            skipped_empty,
+            embedder_record(embedder), dense, bm25, len(documents), time.perf_counter() - started, "build", skipped_empty,
         )
         if shard is not None:
             header["shard"] = shard.header()

@@ -270,7 +270,7 @@ def local_models(store: Index, embedder: Embedder | None, reranker: Reranker | N
 
 def _local_embed(embedder: Embedder) -> EmbedQuery:
     async def embed(query: str) -> np.ndarray:
-        return embedder.encode([query])[0]
+        return embedder.encode([query], prompt=embedder.query_prompt)[0]
 
     return embed
 

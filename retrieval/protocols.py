@@ -15,15 +15,19 @@ import numpy as np
 class Embedder(Protocol):
     """A bi-encoder: texts → L2-normalised float32 vectors.
 
-    ``model_id`` names the model (and anything that changes its vectors); an index records it and
-    refuses to be searched with an embedder whose ``model_id`` or ``dim`` differ.
+    ``model_id`` names the model (and anything that changes its vectors); ``document_prompt`` is put
+    before every indexed document and ``query_prompt`` before every query (sentence-transformers'
+    prompts, ``""`` for none). An index records all four and refuses to be searched with an
+    embedder whose ``model_id``, ``dim`` or prompts differ.
     """
 
     model_id: str
     dim: int
+    query_prompt: str
+    document_prompt: str
 
-    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
-        """Float32 array of shape (len(texts), dim), each row of unit L2 norm."""
+    def encode(self, texts: list[str], *, prompt: str = "", show_progress: bool = False) -> np.ndarray:
+        """Float32 array of shape (len(texts), dim), each row of unit L2 norm, each text after ``prompt``."""
         ...
 
 

@@ -179,10 +179,11 @@ class MemoryIndex:
         return Hits([self._docs[int(s)].id for s in slots[keep]], scores[keep])
 
     def encode_query(self, query: str) -> np.ndarray:
-        """The query's unit vector, float32 (1, dim)."""
+        """The query's unit vector, float32 (1, dim), embedded after the embedder's query prompt (the
+        index's: the store checked them equal at load)."""
         if self.embedder is None:
             raise ValueError("dense and hybrid search need the index's embedder")
-        return check_vectors(self.embedder.encode([query]), 1, self.embedder.dim)
+        return check_vectors(self.embedder.encode([query], prompt=self.embedder.query_prompt), 1, self.embedder.dim)
 
     def search(
         self,

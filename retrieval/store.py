@@ -30,6 +30,7 @@ from steadyrank.retrieval.build import (
     ShardFacts,
     build_header,
     build_index,
+    built_prompts,
     check_new_documents,
     check_vectors,
     embed_documents,
@@ -147,6 +148,14 @@ class IndexStore(MemoryIndex):
                 f"refusing to use it with {self.embedder.model_id!r} (dim {self.embedder.dim}): "
                 "pass the embedder it was built with, or rebuild the index"
             )
+        prompts = built_prompts(manifest)
+        offered = {"query": self.embedder.query_prompt, "document": self.embedder.document_prompt}
+        if prompts != offered:
+            raise EmbedderMismatchError(
+                f"index {self.root} was built with prompts {prompts} (documents after 'document', queries to "
+                f"go after 'query'); the embedder applies {offered}: give the embedder the index's prompts "
+                "(its `prompts` setting; `--embedder-prompts` on the command line), or rebuild the index"
+            )
 
     def _writer(self) -> WriteAheadLog:
         if self._failure is not None:
@@ -227,9 +236,8 @@ class IndexStore(MemoryIndex):
             if self.bm25_settings is not None:
                 bm25 = Bm25Index.build([d.full_text for d in documents], np.arange(len(documents)), self.bm25_settings,
                                        self._shard_bm25_stats())
-            built = self.manifest["embedder"]
             header = build_header(
-                built["model_id"], built["dim"], self.dense_settings, self.bm25_settings,
+                self.manifest["embedder"], self.dense_settings, self.bm25_settings,
                 len(documents), time.perf_counter() - started, "compact", self.manifest.get("skipped_empty", 0),
             )
             seqs = None

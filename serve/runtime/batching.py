@@ -34,6 +34,7 @@ class Batch:
     input_ids: torch.Tensor  # (b, L) int64
     attention_mask: torch.Tensor  # (b, L) int64, 1 = real token
     token_type_ids: torch.Tensor | None  # (b, L) int64, for pair encoders that use them
+    source: int = 0  # which input of run_batched_many the rows belong to
 
 
 def plan_batches(lengths: Sequence[int], batch_tokens: int, batch_size: int,
@@ -74,8 +75,9 @@ def make_batch(
     pad_id: int,
     padding_side: Literal["right", "left"],
     device: torch.device,
+    source: int = 0,
 ) -> Batch:
-    """The padded batch of input ``rows`` (indices into ``input_ids``), on ``device``."""
+    """The padded batch of input ``rows`` (indices into ``input_ids``) of input ``source``, on ``device``."""
     return Batch(
         rows=rows,
         input_ids=pad([input_ids[i] for i in rows], pad_id, padding_side).to(device),
@@ -83,6 +85,7 @@ def make_batch(
         token_type_ids=(
             pad([token_type_ids[i] for i in rows], 0, padding_side).to(device) if token_type_ids is not None else None
         ),
+        source=source,
     )
 
 
@@ -106,7 +109,8 @@ def run_batched_many(
     ``torch.inference_mode``) over its own budget-packed batches and return its rows in input
     order (on CPU).
 
-    ``forward`` maps a :class:`Batch` to a tensor whose first dimension is the batch rows. With
+    ``forward`` maps a :class:`Batch` (its ``source`` says which input it holds rows of) to a tensor
+    whose first dimension is the batch rows. With
     forward lanes set (:mod:`serve.runtime.lanes`) the batches of an input with several run on
     the lanes; an input of one batch runs in the calling thread, before the others. The lanes take
     the batches of all inputs from one queue, so a lane that finishes one input's last batch starts
@@ -121,7 +125,7 @@ def run_batched_many(
     def run(k: int, rows: np.ndarray) -> torch.Tensor:
         with torch.inference_mode():  # thread-local: set here, in whichever thread runs the batch
             ids, types = inputs[k]
-            return forward(make_batch(rows, ids, types, pad_id, padding_side, device)).cpu()
+            return forward(make_batch(rows, ids, types, pad_id, padding_side, device, k)).cpu()
 
     pools = [forward_pool(len(plan)) for plan in plans]
     on_lanes = any(pool is not None for pool in pools)

@@ -3,8 +3,8 @@ no torch, so the HTTP ingress and the CLI can name and check models without load
 
 Detection (``kind="auto"``):
 
-- ``modules.json`` with a sentence-transformers ``Pooling`` module → bi-encoder (pooling mode from
-  ``<pooling dir>/config.json``; only Transformer, Pooling and Normalize modules are accepted);
+- ``modules.json`` with a sentence-transformers ``Pooling`` module → bi-encoder (its pipeline, pooling,
+  Dense layers and prompts read by :mod:`serve.runtime.st_folder`);
 - ``*ForSequenceClassification`` with 1 or 2 labels → cross-encoder;
 - ``*ForCausalLM`` → causal-LM yes/no reranker.
 
@@ -13,26 +13,18 @@ Anything else is refused with :class:`UnsupportedModelError`.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+
+import numpy as np
 
 from steadyrank.serve.errors import ModelLoadError, UnsupportedModelError
 from steadyrank.serve.runtime.hub import hub_id_of_cache_folder
+from steadyrank.serve.runtime.prompts import EmbedPrompts
 from steadyrank.serve.runtime.settings import ModelKind, ModelSettings, bundled_embedder_path
+from steadyrank.serve.runtime.st_folder import DenseLayer, Pooling, StFolder, head_width, read_json, read_st_folder
 
 BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-
-Pooling = Literal["mean", "cls", "max", "lasttoken"]
-
-_POOLING_KEYS: dict[str, Pooling] = {
-    "pooling_mode_mean_tokens": "mean",
-    "pooling_mode_cls_token": "cls",
-    "pooling_mode_max_tokens": "max",
-    "pooling_mode_lasttoken": "lasttoken",
-}
-_ST_MODULES = {"Transformer", "Pooling", "Normalize"}
 
 
 @dataclass(frozen=True)
@@ -46,41 +38,9 @@ class ModelSpec:
     num_labels: int | None = None  # cross-encoder only
     max_seq_length: int | None = None  # sentence-transformers' own cap, if it declares one
     served_id: str | None = None  # the settings' served_id (a Hub id resolved at settings time)
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ModelLoadError(f"cannot read {path}: {exc}") from exc
-
-
-def _sentence_transformers_pooling(path: Path) -> tuple[Pooling, int | None] | None:
-    """The pooling mode and max_seq_length of a sentence-transformers directory, or None if not one."""
-    modules_file = path / "modules.json"
-    if not modules_file.is_file():
-        return None
-    modules = _read_json(modules_file)
-    types = {m.get("type", "").rsplit(".", 1)[-1]: m for m in modules}
-    if "Pooling" not in types:
-        return None
-    extra = sorted(set(types) - _ST_MODULES)
-    if extra:
-        raise UnsupportedModelError(
-            f"{path}: sentence-transformers modules {extra} are not supported "
-            f"(only {sorted(_ST_MODULES)})"
-        )
-    pooling_config = _read_json(path / types["Pooling"].get("path", "") / "config.json")
-    modes: list[Pooling] = [mode for key, mode in _POOLING_KEYS.items() if pooling_config.get(key)]
-    unknown = [k for k, v in pooling_config.items() if k.startswith("pooling_mode") and v and k not in _POOLING_KEYS]
-    if len(modes) != 1 or unknown:
-        raise UnsupportedModelError(
-            f"{path}: pooling config {pooling_config} is not supported (exactly one of "
-            f"{sorted(set(_POOLING_KEYS.values()))})"
-        )
-    st_config = path / "sentence_bert_config.json"
-    max_seq = _read_json(st_config).get("max_seq_length") if st_config.is_file() else None
-    return modes[0], max_seq
+    include_prompt: bool = True  # bi-encoder: the prompt's tokens count in the pooling
+    dense: tuple[DenseLayer, ...] = ()  # bi-encoder: Dense layers after the pooling
+    prompts: EmbedPrompts = field(default_factory=EmbedPrompts)  # bi-encoder: query/document prompts
 
 
 def inspect_model(settings: ModelSettings) -> ModelSpec:
@@ -94,10 +54,10 @@ def inspect_model(settings: ModelSettings) -> ModelSpec:
         raise ModelLoadError(f"model directory not found: {path}")
     if not (path / "config.json").is_file():
         raise ModelLoadError(f"{path} has no config.json: not a Hugging Face model directory")
-    config = _read_json(path / "config.json")
+    config = read_json(path / "config.json")
     architectures: list[str] = list(config.get("architectures") or [])
     arch = architectures[0] if architectures else str(config.get("model_type", "unknown"))
-    st = _sentence_transformers_pooling(path)
+    st = read_st_folder(path)
 
     kind = settings.kind
     if kind == "auto":
@@ -116,8 +76,13 @@ def inspect_model(settings: ModelSettings) -> ModelSpec:
 
     name = settings.served_id
     if kind == "bi-encoder":
-        pooling, max_seq = st if st is not None else ("mean", None)
-        return ModelSpec(path, kind, arch, pooling=pooling, max_seq_length=max_seq, served_id=name)
+        folder = st if st is not None else StFolder("mean")
+        named, default = folder.prompts, folder.default_prompt_name
+        if settings.prompts is not None:  # the settings' prompts replace the folder's
+            named, default = settings.prompts, None
+        prompts = EmbedPrompts.resolve(named, default, settings.instruction_prompt)
+        return ModelSpec(path, kind, arch, pooling=folder.pooling, max_seq_length=folder.max_seq_length,
+                         served_id=name, include_prompt=folder.include_prompt, dense=folder.dense, prompts=prompts)
     if kind == "cross-encoder":
         if not arch.endswith("ForSequenceClassification"):
             raise UnsupportedModelError(f"{path}: a cross-encoder needs a *ForSequenceClassification architecture, got {arch!r}")
@@ -147,3 +112,23 @@ def model_id(spec: ModelSpec) -> str:
     if spec.path.resolve() == bundled:
         return BUNDLED_MODEL_ID
     return spec.path.resolve().name
+
+
+@dataclass  # not frozen: retrieval.protocols.Embedder declares its attributes as plain (writable) ones
+class EmbedderIdentity:
+    """A bi-encoder as an index store sees it, read from its files (no weights): what an index's
+    manifest records and checks at open — served id, embedding dimension (after any Dense layers)
+    and the query and document prompts. It encodes nothing (query vectors come from the model)."""
+
+    model_id: str
+    dim: int
+    query_prompt: str
+    document_prompt: str
+
+    @classmethod
+    def of(cls, spec: ModelSpec) -> EmbedderIdentity:
+        hidden = int(read_json(spec.path / "config.json")["hidden_size"])
+        return cls(model_id(spec), head_width(spec.dense, hidden), spec.prompts.query, spec.prompts.document)
+
+    def encode(self, texts: list[str], *, prompt: str = "", show_progress: bool = False) -> np.ndarray:
+        raise RuntimeError("this embedder identity encodes no text: pass the query vector")

@@ -58,14 +58,16 @@ class RerankOutput:
 
 
 class PairBackend(Protocol):
-    """What a pair scorer needs from a backend: raw logits in the model dtype and truncation flags."""
+    """What a pair scorer needs from a backend: raw logits in the model dtype and truncation flags
+    (a causal LM's prompt with the given instruction, None: the settings')."""
 
     def pair_logits(
-        self, pairs: Sequence[tuple[str, str]], show_progress: bool = False
+        self, pairs: Sequence[tuple[str, str]], show_progress: bool = False, instruction: str | None = None
     ) -> tuple[torch.Tensor, np.ndarray]: ...
 
     def pair_logits_many(
-        self, pair_lists: Sequence[Sequence[tuple[str, str]]], show_progress: bool = False
+        self, pair_lists: Sequence[Sequence[tuple[str, str]]], show_progress: bool = False,
+        instructions: Sequence[str | None] | None = None,
     ) -> list[tuple[torch.Tensor, np.ndarray]]: ...
 
 
@@ -78,7 +80,12 @@ def _check_pairs(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 class Scorer(ABC):
-    """A loaded scoring model. Subclasses implement :meth:`_score`; ranking logic lives here."""
+    """A loaded scoring model. Subclasses implement :meth:`_score`; ranking logic lives here.
+
+    ``instruction`` (every scoring call): a request's task instruction, put into a causal-LM
+    reranker's prompt or into an instruction-tuned bi-encoder's query prompt; None is the model's
+    own. A model that takes none refuses one (:meth:`check_instruction`), never drops it.
+    """
 
     kind: str
 
@@ -92,27 +99,38 @@ class Scorer(ABC):
         self._fp32: Scorer | None = None
 
     @abstractmethod
-    def _score(self, pairs: list[tuple[str, str]]) -> Scored:
+    def _score(self, pairs: list[tuple[str, str]], instruction: str | None = None) -> Scored:
         """Score validated, non-empty pairs."""
 
-    def score(self, pairs: Sequence[tuple[str, str]]) -> Scored:
+    def check_instruction(self, instruction: str | None) -> None:
+        """Refuse an instruction this model cannot take (InvalidInputError); None always passes."""
+        if instruction is not None and self.kind == "cross-encoder":
+            raise InvalidInputError(f"model {self.model_id!r} is a cross-encoder: it takes no instruction "
+                                    "(instructions go to causal-LM rerankers and instruction-tuned embedders)")
+
+    def score(self, pairs: Sequence[tuple[str, str]], instruction: str | None = None) -> Scored:
         """All per-pair results for ``pairs`` (the batching entry point of the server)."""
         items = _check_pairs(pairs)
         if not items:
             raise InvalidInputError("no (query, document) pairs to score")
-        return self._score(items)
+        self.check_instruction(instruction)
+        return self._score(items, instruction)
 
-    def score_many(self, pair_lists: Sequence[Sequence[tuple[str, str]]]) -> list[Scored]:
-        """:meth:`score` of each list, computed together where the model allows (a cross-encoder's
-        forward batches of all lists share the forward lanes); each list's result is bitwise what
-        :meth:`score` gives it alone."""
+    def score_many(self, pair_lists: Sequence[Sequence[tuple[str, str]]],
+                   instructions: Sequence[str | None] | None = None) -> list[Scored]:
+        """:meth:`score` of each list (``instructions[k]`` for list k), computed together where the
+        model allows (a cross-encoder's forward batches of all lists share the forward lanes); each
+        list's result is bitwise what :meth:`score` gives it alone."""
         checked = [_check_pairs(pairs) for pairs in pair_lists]
         if not all(checked):
             raise InvalidInputError("no (query, document) pairs to score")
-        return self._score_many(checked)
+        chosen: list[str | None] = list(instructions) if instructions is not None else [None] * len(checked)
+        for instruction in chosen:
+            self.check_instruction(instruction)
+        return self._score_many(checked, chosen)
 
-    def _score_many(self, pair_lists: list[list[tuple[str, str]]]) -> list[Scored]:
-        return [self._score(pairs) for pairs in pair_lists]
+    def _score_many(self, pair_lists: list[list[tuple[str, str]]], instructions: list[str | None]) -> list[Scored]:
+        return [self._score(pairs, instruction) for pairs, instruction in zip(pair_lists, instructions, strict=True)]
 
     def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(scores float32 (n,), logits float32 (n, c), truncated bool (n,))`` for ``pairs``."""
@@ -131,20 +149,22 @@ class Scorer(ABC):
         """A tie straddling ``top_n`` is settled by an FP32 forward pass (HPS below FP32)."""
         return self.settings.rescores_boundary_ties
 
-    def fp32_keys(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    def fp32_keys(self, pairs: Sequence[tuple[str, str]], instruction: str | None = None) -> np.ndarray:
         """Rank keys of ``pairs`` from the FP32 twin (boundary re-scoring)."""
-        return self.fp32_twin().score(pairs).keys
+        return self.fp32_twin().score(pairs, instruction).keys
 
-    def rerank(self, query: str, documents: Sequence[str], top_n: int | None = None) -> RerankOutput:
+    def rerank(self, query: str, documents: Sequence[str], top_n: int | None = None,
+               instruction: str | None = None) -> RerankOutput:
         """Score ``documents`` against ``query`` and rank them (:func:`retrieval.ranking.rank`: rank
         keys descending, ties by input index; with ``rescores_boundary_ties`` a tie group straddling
         ``top_n`` is re-run in FP32 and ordered by those keys).
         """
         docs = check_rerank_args(query, documents, top_n)
-        scored = self._score([(query, d) for d in docs])
+        self.check_instruction(instruction)
+        scored = self._score([(query, d) for d in docs], instruction)
 
         def rescore(indices: np.ndarray) -> np.ndarray:
-            return self.fp32_keys([(query, docs[i]) for i in indices])
+            return self.fp32_keys([(query, docs[i]) for i in indices], instruction)
 
         ranking = rank(scored.keys, top_n, rescore if self.rescores_boundary_ties else None)
         return RerankOutput(
@@ -172,10 +192,10 @@ class PairScorer(Scorer):
 
             self.backend = TransformersBackend(spec, self.settings)
 
-    def _score(self, pairs: list[tuple[str, str]]) -> Scored:
-        return self._score_many([pairs])[0]
+    def _score(self, pairs: list[tuple[str, str]], instruction: str | None = None) -> Scored:
+        return self._score_many([pairs], [instruction])[0]
 
-    def _score_many(self, pair_lists: list[list[tuple[str, str]]]) -> list[Scored]:
+    def _score_many(self, pair_lists: list[list[tuple[str, str]]], instructions: list[str | None]) -> list[Scored]:
         return [
             Scored(
                 scores=hps.logit_scores(raw, self.scoring),
@@ -183,22 +203,32 @@ class PairScorer(Scorer):
                 keys=hps.rank_keys(raw, self.scoring),
                 truncated=truncated,
             )
-            for raw, truncated in self.backend.pair_logits_many(pair_lists)
+            for raw, truncated in self.backend.pair_logits_many(pair_lists, instructions=instructions)
         ]
 
 
 class BiEncoderScorer(Scorer):
-    """Bi-encoder as a reranker: each distinct text is encoded once per call."""
+    """Bi-encoder as a reranker: each distinct query and document is encoded once per call, the
+    queries after the query prompt (a request's instruction put into it), the documents after the
+    document prompt."""
 
     def __init__(self, spec: ModelSpec, settings: ModelSettings, model_id: str) -> None:
         super().__init__(spec, settings, model_id)
         self.embedder = Embedder(spec, settings, model_id)
 
-    def _score(self, pairs: list[tuple[str, str]]) -> Scored:
-        texts = list(dict.fromkeys(t for pair in pairs for t in pair))
-        row = {t: i for i, t in enumerate(texts)}
-        pooled, truncated = self.embedder.pooled(texts)
-        q = pooled[[row[q] for q, _ in pairs]]
-        d = pooled[[row[d] for _, d in pairs]]
-        scores = hps.dot_scores(q, d, self.scoring)
-        return Scored(scores, scores[:, None].copy(), scores, truncated[[row[d] for _, d in pairs]])
+    def check_instruction(self, instruction: str | None) -> None:
+        if instruction is not None:
+            self.embedder.prompts.for_instruction(instruction)  # refuses when the model takes none
+
+    def _score(self, pairs: list[tuple[str, str]], instruction: str | None = None) -> Scored:
+        prompts = self.embedder.prompts
+        queries = list(dict.fromkeys(q for q, _ in pairs))
+        docs = list(dict.fromkeys(d for _, d in pairs))
+        query_prompt = prompts.query if instruction is None else prompts.for_instruction(instruction)
+        (q_pooled, _), (d_pooled, truncated) = self.embedder.pooled_many([queries, docs],
+                                                                           [query_prompt, prompts.document])
+        q_row = {t: i for i, t in enumerate(queries)}
+        d_row = {t: i for i, t in enumerate(docs)}
+        d_rows = [d_row[d] for _, d in pairs]
+        scores = hps.dot_scores(q_pooled[[q_row[q] for q, _ in pairs]], d_pooled[d_rows], self.scoring)
+        return Scored(scores, scores[:, None].copy(), scores, truncated[d_rows])

@@ -94,7 +94,17 @@ class ModelSettings(BaseModel):
     rescore_boundary_ties: bool = Field(default=True, description="below FP32 under HPS: re-score a tie straddling top_n in FP32")
     prompt_template: str = Field(default=QWEN3_RERANKER_TEMPLATE,
                                  description="causal-LM: prompt with {query}, {document} (and {instruction})")
-    instruction: str = Field(default=DEFAULT_INSTRUCTION, description="causal-LM: the task instruction put into the prompt")
+    instruction: str = Field(default=DEFAULT_INSTRUCTION, min_length=1,
+                             description="causal-LM: the task instruction put into the prompt (a request's "
+                                         "`instruction` replaces it)")
+    prompts: dict[str, str] | None = Field(
+        default=None, description="bi-encoder: named prompts put before the texts, replacing the folder's "
+                                  "config_sentence_transformers.json prompts (query: the query prompt; document, "
+                                  "passage or corpus: the document prompt); {} = no prompts; null = the folder's")
+    instruction_prompt: str | None = Field(
+        default=None, description="bi-encoder: the query prompt with an {instruction} slot a request's `instruction` "
+                                  "fills; null = derived from a query prompt 'Instruct: <task>\\nQuery:', else none "
+                                  "(requests' instructions refused)")
     yes_token: str | int = Field(default="yes", description="causal-LM: token (string or id) read as 'relevant'")
     no_token: str | int = Field(default="no", description="causal-LM: token (string or id) read as 'not relevant'")
 
@@ -110,8 +120,10 @@ class ModelSettings(BaseModel):
     def same_vectors(self, other: ModelSettings) -> bool:
         """``other`` embeds every text to the same vector as this model (up to FP32 rounding): same
         weights, kind, precision, scoring, max_length and truncation side. A bi-encoder reranker
-        with the embedder's vectors can score from the index's stored vectors."""
-        fields = ("path", "kind", "precision", "scoring", "max_length", "truncation_side", "backend")
+        with the embedder's vectors can score from the index's stored vectors. Same prompts too: the
+        index stored documents with the embedder's document prompt."""
+        fields = ("path", "kind", "precision", "scoring", "max_length", "truncation_side", "backend", "prompts",
+                  "instruction_prompt")
         return all(getattr(self, f) == getattr(other, f) for f in fields)
 
     @field_validator("prompt_template")
@@ -120,4 +132,11 @@ class ModelSettings(BaseModel):
         for slot in ("{query}", "{document}"):
             if template.count(slot) != 1:
                 raise ValueError(f"prompt_template must contain {slot} exactly once")
+        return template
+
+    @field_validator("instruction_prompt")
+    @classmethod
+    def _instruction_slot(cls, template: str | None) -> str | None:
+        if template is not None and template.count("{instruction}") != 1:
+            raise ValueError("instruction_prompt must contain {instruction} exactly once")
         return template

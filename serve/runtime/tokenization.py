@@ -14,6 +14,7 @@ from typing import Any, Literal
 import numpy as np
 
 from steadyrank.serve.errors import InputTooLongError
+from steadyrank.serve.runtime.prompts import fill
 
 
 @dataclass(frozen=True)
@@ -32,17 +33,39 @@ def _refuse_overflow(index: int, n_tokens: int, max_length: int) -> None:
 
 
 def encode_texts(
-    tokenizer: Any, texts: Sequence[str], max_length: int, overflow: Literal["truncate", "error"]
+    tokenizer: Any, texts: Sequence[str], max_length: int, overflow: Literal["truncate", "error"], prompt: str = ""
 ) -> Encoded:
-    """Single texts with the tokenizer's special tokens (bi-encoder input)."""
-    full = tokenizer(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+    """Single texts with the tokenizer's special tokens (bi-encoder input), each after ``prompt``
+    (sentence-transformers' rule: the prompt is text put before the input, tokenised with it and
+    counted in ``max_length``). An over-long text is cut, never its prompt: on the left side the
+    prompt's tokens (:func:`prompt_length`) are kept and the text's last tokens fill the rest.
+
+    Raises InputTooLongError when the prompt leaves no room for the text.
+    """
+    texts = [prompt + t for t in texts] if prompt else list(texts)
+    full = tokenizer(texts, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
     truncated = np.array([len(ids) > max_length for ids in full], dtype=bool)
     ids = list(full)
+    keep = prompt_length(tokenizer, prompt) if truncated.any() else 0
+    if keep >= max_length - 1:
+        raise InputTooLongError(f"the prompt takes {keep} tokens: max_length={max_length} leaves no room for the text")
     for i in map(int, np.flatnonzero(truncated)):
         if overflow == "error":
             _refuse_overflow(i, len(full[i]), max_length)
-        ids[i] = tokenizer(texts[i], truncation=True, max_length=max_length, verbose=False)["input_ids"]
+        if keep and tokenizer.truncation_side == "left":
+            ids[i] = full[i][:keep] + full[i][len(full[i]) - (max_length - keep):]
+        else:
+            ids[i] = tokenizer(texts[i], truncation=True, max_length=max_length, verbose=False)["input_ids"]
     return Encoded(ids, None, truncated)
+
+
+def prompt_length(tokenizer: Any, prompt: str) -> int:
+    """The leading tokens of a prompted text that are the prompt's, as sentence-transformers counts
+    them: the prompt tokenised alone with special tokens, less a trailing special token."""
+    if not prompt:
+        return 0
+    ids = tokenizer(prompt, add_special_tokens=True, verbose=False)["input_ids"]
+    return len(ids) - (1 if ids and ids[-1] in tokenizer.all_special_ids else 0)
 
 
 def encode_pairs(
@@ -86,29 +109,31 @@ def encode_prompts(
     overflow: Literal["truncate", "error"],
     side: Literal["right", "left"],
 ) -> Encoded:
-    """Causal-LM prompts ``template`` with {instruction}, {query}, {document} filled in.
+    """Causal-LM prompts ``template`` with {instruction}, {query}, {document} filled in
+    (:func:`serve.runtime.prompts.fill`: the query and instruction are text, never slots).
 
     The prompt is tokenised whole (no extra special tokens: the template carries its own). When it
     exceeds ``max_length`` it becomes prefix tokens + the document's tokens cut on ``side`` +
-    suffix tokens, so that the template and the query survive intact.
+    suffix tokens, so that the template, the instruction and the query survive intact.
     """
-    head, tail = template.replace("{instruction}", instruction).split("{document}")
+    head, tail = template.split("{document}")
     ids: list[list[int]] = []
     truncated = np.zeros(len(pairs), dtype=bool)
     for i, (query, doc) in enumerate(pairs):
-        prefix = head.replace("{query}", query)
-        full = tokenizer(prefix + doc + tail, add_special_tokens=False)["input_ids"]
+        values = {"instruction": instruction, "query": query}
+        prefix, suffix = fill(head, values), fill(tail, values)
+        full = tokenizer(prefix + doc + suffix, add_special_tokens=False)["input_ids"]
         if len(full) <= max_length:
             ids.append(full)
             continue
         if overflow == "error":
             _refuse_overflow(i, len(full), max_length)
         prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"]
-        suffix_ids = tokenizer(tail, add_special_tokens=False)["input_ids"]
+        suffix_ids = tokenizer(suffix, add_special_tokens=False)["input_ids"]
         room = max_length - len(prefix_ids) - len(suffix_ids)
         if room < 1:
             raise InputTooLongError(
-                f"prompt template and query take {max_length - room} tokens: "
+                f"prompt template, instruction and query take {max_length - room} tokens: "
                 f"max_length={max_length} leaves no room for the document"
             )
         doc_ids = tokenizer(doc, add_special_tokens=False)["input_ids"]

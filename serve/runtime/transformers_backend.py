@@ -1,9 +1,8 @@
 """Forward passes with Hugging Face transformers (CPU or CUDA): pooled embeddings and pair logits.
 
-Outputs stay in the model dtype; φ is applied by :mod:`serve.runtime.hps`. Pooling (bi-encoders)
-is computed in the model dtype, as sentence-transformers does:
-``mean = Σ_t m_t·h_t / max(Σ_t m_t, 1)``, ``cls = h_0``, ``max = max_t h_t`` over real tokens,
-``lasttoken = h_{len−1}``. Encoders are padded on the right; causal-LM prompts on the left with
+Outputs stay in the model dtype; φ is applied by :mod:`serve.runtime.hps`. A bi-encoder's pooling
+and Dense layers (:mod:`serve.runtime.pooling`) run in the model dtype, as sentence-transformers
+does. Encoders are padded on the right; causal-LM prompts on the left with
 ``position_ids = cumsum(mask) − 1``, so the last position is every row's last real token.
 """
 
@@ -12,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -21,9 +21,11 @@ from steadyrank.serve.errors import ModelLoadError
 from steadyrank.serve.runtime.batching import Batch, make_batch, run_batched_many
 from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.loading import load_tokenizer, load_torch_model, resolve_device, torch_dtype
+from steadyrank.serve.runtime.pooling import load_dense, pool
 from steadyrank.serve.runtime.precision import resolved_precision
 from steadyrank.serve.runtime.settings import ModelSettings
-from steadyrank.serve.runtime.tokenization import Encoded, encode_pairs, encode_prompts, encode_texts
+from steadyrank.serve.runtime.st_folder import head_width
+from steadyrank.serve.runtime.tokenization import Encoded, encode_pairs, encode_prompts, encode_texts, prompt_length
 from steadyrank.serve.runtime.traced import Inputs, trace_field
 
 if TYPE_CHECKING:
@@ -130,6 +132,9 @@ class TransformersBackend:
             vocab = int(model_config(self.model).vocab_size)
             self.no_id = _token_id(self.tokenizer, settings.no_token, vocab, "no_token")
             self.yes_id = _token_id(self.tokenizer, settings.yes_token, vocab, "yes_token")
+        hidden = int(model_config(self.model).hidden_size)
+        self.head = load_dense(spec.dense, hidden, self.dtype, self.device) if spec.kind == "bi-encoder" else None
+        self.dim = head_width(spec.dense, hidden)  # a bi-encoder's embedding dimension
         traced = None
         if settings.torchscript and self.device.type == "cpu" and spec.kind != "causal-lm":
             traced = trace_field(self.model, self._field, self._probes())
@@ -162,18 +167,17 @@ class TransformersBackend:
             inputs["token_type_ids"] = batch.token_type_ids
         return inputs
 
-    def _pool(self, batch: Batch) -> torch.Tensor:
+    def _pool(self, prompt_tokens: Sequence[int], batch: Batch) -> torch.Tensor:
+        """Pooled (and Dense) embeddings of a batch; the first ``prompt_tokens[batch.source]`` tokens
+        of each row are left out of the pooling (``include_prompt: false``)."""
         hidden = self._field_forward(self._encoder_inputs(batch))  # (b, L, dim), model dtype
-        mask = batch.attention_mask.unsqueeze(-1).to(hidden.dtype)
-        mode = self.spec.pooling
-        if mode == "mean":
-            return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
-        if mode == "cls":
-            return hidden[:, 0]
-        if mode == "max":
-            return hidden.masked_fill(mask == 0, torch.finfo(hidden.dtype).min).max(dim=1).values
-        last = batch.attention_mask.sum(dim=1) - 1
-        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+        mask, skip = batch.attention_mask, prompt_tokens[batch.source]
+        if skip:
+            mask = mask.clone()
+            mask[:, :skip] = 0
+        assert self.spec.pooling is not None  # a bi-encoder's spec has one
+        pooled = pool(hidden, mask, self.spec.pooling)
+        return pooled if self.head is None else self.head(pooled)
 
     def _classify(self, batch: Batch) -> torch.Tensor:
         return self._field_forward(self._encoder_inputs(batch))  # (b, 1 | 2)
@@ -209,39 +213,45 @@ class TransformersBackend:
         )
 
     def pooled_many(
-        self, text_lists: Sequence[Sequence[str]], show_progress: bool = False
+        self, text_lists: Sequence[Sequence[str]], prompts: Sequence[str] | None = None, show_progress: bool = False
     ) -> list[tuple[torch.Tensor, np.ndarray]]:
         """Per list: pooled (un-normalised) embeddings in the model dtype, (n, dim) on CPU, and
-        truncation flags; the lists' forward batches run together (as :meth:`pair_logits_many`)."""
-        encoded = [encode_texts(self.tokenizer, texts, self.max_length, self.settings.overflow) for texts in text_lists]
-        outs = self._run(encoded, self._pool, False, show_progress, f"encode {self.settings.precision}")
+        truncation flags, each text after its list's prompt (``prompts[k]``; None: no prompt); the
+        lists' forward batches run together (as :meth:`pair_logits_many`)."""
+        prompts = list(prompts) if prompts is not None else [""] * len(text_lists)
+        encoded = [encode_texts(self.tokenizer, texts, self.max_length, self.settings.overflow, prompt)
+                   for texts, prompt in zip(text_lists, prompts, strict=True)]
+        skips = [0 if self.spec.include_prompt else prompt_length(self.tokenizer, p) for p in prompts]
+        outs = self._run(encoded, partial(self._pool, skips), False, show_progress, f"encode {self.settings.precision}")
         return [(out, e.truncated) for out, e in zip(outs, encoded, strict=True)]
 
     def pair_logits(
-        self, pairs: Sequence[tuple[str, str]], show_progress: bool = False
+        self, pairs: Sequence[tuple[str, str]], show_progress: bool = False, instruction: str | None = None
     ) -> tuple[torch.Tensor, np.ndarray]:
         """Raw logits in the model dtype, (n, c) on CPU, and truncation flags.
 
         Cross-encoder: the classification head's 1 or 2 logits. Causal LM: last-position logits of
-        ``[no_token, yes_token]``.
+        ``[no_token, yes_token]``, its prompt with ``instruction`` (None: the settings').
         """
-        return self.pair_logits_many([pairs], show_progress)[0]
+        return self.pair_logits_many([pairs], show_progress, [instruction])[0]
 
     def pair_logits_many(
-        self, pair_lists: Sequence[Sequence[tuple[str, str]]], show_progress: bool = False
+        self, pair_lists: Sequence[Sequence[tuple[str, str]]], show_progress: bool = False,
+        instructions: Sequence[str | None] | None = None,
     ) -> list[tuple[torch.Tensor, np.ndarray]]:
-        """:meth:`pair_logits` of each list, their forward batches run together
-        (:func:`serve.runtime.batching.run_batched_many`: each list's result is what it gets alone)."""
+        """:meth:`pair_logits` of each list (``instructions[k]`` for list k), their forward batches run
+        together (:func:`serve.runtime.batching.run_batched_many`: each list's result is what it gets alone)."""
         s = self.settings
         desc = f"score {s.precision}"
         if self.spec.kind == "cross-encoder":
             encoded = [encode_pairs(self.tokenizer, pairs, self.max_length, s.overflow) for pairs in pair_lists]
             forward, left = self._classify, False
         else:
+            chosen = list(instructions) if instructions is not None else [None] * len(pair_lists)
             encoded = [
-                encode_prompts(self.tokenizer, pairs, s.prompt_template, s.instruction, self.max_length, s.overflow,
-                               s.truncation_side)
-                for pairs in pair_lists
+                encode_prompts(self.tokenizer, pairs, s.prompt_template, instruction or s.instruction, self.max_length,
+                               s.overflow, s.truncation_side)
+                for pairs, instruction in zip(pair_lists, chosen, strict=True)
             ]
             forward, left = self._yes_no, True
         outs = self._run(encoded, forward, left, show_progress, desc)

@@ -83,15 +83,17 @@ class VllmBackend:
         self._prompt = vllm.inputs.TokensPrompt
 
     def pair_logits(
-        self, pairs: Sequence[tuple[str, str]], show_progress: bool = False
+        self, pairs: Sequence[tuple[str, str]], show_progress: bool = False, instruction: str | None = None
     ) -> tuple[torch.Tensor, np.ndarray]:
-        """Raw logits (n, c) in the model dtype and truncation flags, in input order."""
+        """Raw logits (n, c) in the model dtype and truncation flags, in input order; a causal LM's
+        prompt with ``instruction`` (None: the settings')."""
         s = self.settings
         if self.spec.kind == "cross-encoder":
             encoded = encode_pairs(self.tokenizer, pairs, s.max_length, s.overflow)
         else:
             encoded = encode_prompts(
-                self.tokenizer, pairs, s.prompt_template, s.instruction, s.max_length, s.overflow, s.truncation_side
+                self.tokenizer, pairs, s.prompt_template, instruction or s.instruction, s.max_length, s.overflow,
+                s.truncation_side,
             )
         prompts = [self._prompt(prompt_token_ids=ids) for ids in encoded.input_ids]
         outputs = self.llm.classify(prompts, pooling_params=self._pooling, use_tqdm=show_progress)
@@ -99,7 +101,10 @@ class VllmBackend:
         return logits.to(self.dtype), encoded.truncated
 
     def pair_logits_many(
-        self, pair_lists: Sequence[Sequence[tuple[str, str]]], show_progress: bool = False
+        self, pair_lists: Sequence[Sequence[tuple[str, str]]], show_progress: bool = False,
+        instructions: Sequence[str | None] | None = None,
     ) -> list[tuple[torch.Tensor, np.ndarray]]:
         """:meth:`pair_logits` of each list in turn (vLLM schedules the batches of each call itself)."""
-        return [self.pair_logits(pairs, show_progress) for pairs in pair_lists]
+        chosen = list(instructions) if instructions is not None else [None] * len(pair_lists)
+        return [self.pair_logits(pairs, show_progress, instruction)
+                for pairs, instruction in zip(pair_lists, chosen, strict=True)]

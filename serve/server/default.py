@@ -19,11 +19,15 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from steadyrank.retrieval.layout import holds_index
 from steadyrank.serve.runtime.precision import precision_on_this_machine
 from steadyrank.serve.runtime.settings import ModelSettings
 from steadyrank.serve.settings import Settings
+
+if TYPE_CHECKING:
+    from steadyrank.serve.runtime.inspection import EmbedderIdentity
 
 logger = logging.getLogger("steadyrank.app")
 
@@ -41,13 +45,11 @@ def corpus_path(settings: Settings) -> Path | None:
     return None
 
 
-def embedder_identity(model: ModelSettings) -> tuple[str, int]:
-    """``(model_id, dim)`` of a bi-encoder from its files, without loading its weights."""
-    from steadyrank.serve.runtime.inspection import inspect_model, model_id
+def embedder_identity(model: ModelSettings) -> EmbedderIdentity:
+    """A bi-encoder's served id, dimension and prompts from its files, without loading its weights."""
+    from steadyrank.serve.runtime.inspection import EmbedderIdentity, inspect_model
 
-    spec = inspect_model(model)
-    config = json.loads((spec.path / "config.json").read_text(encoding="utf-8"))
-    return model_id(spec), int(config["hidden_size"])
+    return EmbedderIdentity.of(inspect_model(model))
 
 
 def _corpus_digest(path: Path) -> str:
@@ -69,13 +71,15 @@ def index_dir(settings: Settings) -> Path:
         return Path(settings.index.path).expanduser()
     corpus = corpus_path(settings)
     assert corpus is not None
-    model_id, dim = embedder_identity(settings.embedder)
+    embedder = embedder_identity(settings.embedder)
     index = settings.index
     key = json.dumps(
         {
             "corpus": _corpus_digest(corpus),
-            "embedder": [model_id, dim, precision_on_this_machine(settings.embedder), settings.embedder.scoring,
-                         settings.embedder.max_length, str(settings.embedder.model_path().resolve())],
+            "embedder": [embedder.model_id, embedder.dim, precision_on_this_machine(settings.embedder), settings.embedder.scoring,
+                         settings.embedder.max_length, str(settings.embedder.model_path().resolve()),
+                         *([embedder.query_prompt, embedder.document_prompt]
+                           if embedder.query_prompt or embedder.document_prompt else [])],
             "dense": [index.factory, index.ef_construction, index.ef_search, index.nprobe],
             "bm25": index.bm25,
             **({"shards": index.shards} if index.shards > 1 else {}),

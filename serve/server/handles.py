@@ -29,12 +29,13 @@ class _Ask(Protocol[_Answer]):
 
 class _Rerank(Protocol):
     def remote(self, query: str, documents: list[str], top_n: int | None = None, record: bool = True,
-               deadline: float | None = None) -> Awaitable[RerankOutcome]: ...
+               deadline: float | None = None, instruction: str | None = None) -> Awaitable[RerankOutcome]: ...
 
 
 class _Embed(Protocol):
     def remote(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None,
-               shadow: bool = False) -> Awaitable[dict[str, Any]]: ...
+               shadow: bool = False, role: str | None = None, prompt_name: str | None = None,
+               instruction: str | None = None) -> Awaitable[dict[str, Any]]: ...
 
 
 class _Search(Protocol):

@@ -14,6 +14,8 @@ class LimitsSettings(Section):
     max_documents: int = Field(default=1000, ge=1, description="documents per /v1/rerank request (413 beyond)")
     max_document_chars: int = Field(default=20_000, ge=1, description="characters per document (413 beyond)")
     max_query_chars: int = Field(default=4_000, ge=1, description="characters per query (413 beyond)")
+    max_instruction_chars: int = Field(default=2_000, ge=1, description="characters of a request's `instruction` "
+                                                                         "(413 beyond)")
     max_embedding_inputs: int = Field(default=512, ge=1, description="inputs per /v1/embeddings request (413 beyond)")
     max_top_n: int = Field(default=100, ge=1, description="largest top_n of /v1/search")
     max_rank_fields: int = Field(default=100, ge=1, description="rank_fields per /v1/rerank request (413 beyond)")

@@ -58,12 +58,14 @@ class Behaviour:
 class FakeReranker:
     def __init__(self) -> None:
         self.behaviour = Behaviour()
+        self.instructions: list[str | None] = []  # each rerank call's instruction
 
     async def info(self) -> dict[str, Any]:
         return {"model": RERANKER_ID, "max_length": 8, "precision": "fp32", "scoring": "hps", "kind": "cross_encoder"}
 
     async def rerank(self, query: str, documents: list[str], top_n: int | None = None,
-                     deadline: float | None = None) -> RerankOutcome:
+                     deadline: float | None = None, instruction: str | None = None) -> RerankOutcome:
+        self.instructions.append(instruction)
         await self.behaviour.act(query, documents, top_n)
         n = len(documents)
         return RerankOutcome(scores=np.array([1 - i / n for i in range(n)], np.float32), order=list(range(n)),
@@ -76,12 +78,15 @@ class FakeEmbedder:
     def __init__(self, dim: int = 4) -> None:
         self.behaviour = Behaviour()
         self.dim = dim
+        self.prompts: list[dict[str, Any]] = []  # each embed call's prompt keywords
 
     async def info(self) -> dict[str, Any]:
         return {"model": EMBEDDER_ID, "dim": 4, "precision": "fp32", "scoring": "hps", "max_length": 8}
 
     async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None,
-                    shadow: bool = False) -> dict[str, Any]:
+                    shadow: bool = False, role: str | None = None, prompt_name: str | None = None,
+                    instruction: str | None = None) -> dict[str, Any]:
+        self.prompts.append({"role": role, "prompt_name": prompt_name, "instruction": instruction})
         await self.behaviour.act(texts)
         vectors = np.full((len(texts), self.dim), 1 / np.sqrt(self.dim), np.float32)  # unit vectors
         tokens = await asyncio.to_thread(lambda: sum(len(t.split()) for t in texts)) if count_tokens else None

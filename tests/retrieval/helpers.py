@@ -55,16 +55,20 @@ def synthetic_documents(n: int, seed: int = 7, prefix: str = "d") -> list[Docume
 
 
 class HashEmbedder:
-    """Signed feature hashing of words into ``dim`` buckets, L2-normalised (float32)."""
+    """Signed feature hashing of words into ``dim`` buckets, L2-normalised (float32); a prompt's words
+    count as the text's."""
 
-    def __init__(self, dim: int = 64, model_id: str = "test/hash-embedder-v1") -> None:
+    def __init__(self, dim: int = 64, model_id: str = "test/hash-embedder-v1", query_prompt: str = "",
+                 document_prompt: str = "") -> None:
         self.dim = dim
         self.model_id = model_id
+        self.query_prompt = query_prompt
+        self.document_prompt = document_prompt
 
-    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
+    def encode(self, texts: list[str], *, prompt: str = "", show_progress: bool = False) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
+            for word in re.findall(r"\w+", (prompt + text).lower()):
                 digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
                 bucket = int.from_bytes(digest[:4], "little") % self.dim
                 out[row, bucket] += 1.0 if digest[4] & 1 else -1.0

@@ -146,3 +146,22 @@ def test_user_errors_exit_2_with_a_message(index, beir, tmp_path, capsys):
     assert "--overwrite" in capsys.readouterr().err
     assert main(["index", "delete", "--index", str(index), "--ids", "no-such-doc"]) == 2
     assert "no-such-doc" in capsys.readouterr().err
+
+
+def test_index_build_says_and_records_the_embedder_prompts(beir, tmp_path, capsys):
+    """``--embedder-prompts`` (issue 37, item 3): the documents are embedded after the document
+    prompt, the manifest and the one-line report say which, and adding with other prompts is refused."""
+    out = tmp_path / "prompted"
+    prompts = '{"query": "query: ", "passage": "passage: "}'
+    capsys.readouterr()
+    assert main(["index", "build", "--corpus", str(beir), "--out", str(out), "--embedder-prompts", prompts]) == 0
+    line = capsys.readouterr().out
+    assert "document prompt 'passage: ', query prompt 'query: '" in line
+    state = run_json(capsys, ["index", "info", "--index", str(out)])
+    assert state["embedder"]["prompts"] == {"query": "query: ", "document": "passage: "}
+    extra = write_corpus(tmp_path / "extra.jsonl", synthetic_documents(2, seed=5, prefix="extra"))
+    assert main(["index", "add", "--index", str(out), "--docs", str(extra)]) == 2
+    assert "prompts" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # argparse's usage error
+        main(["index", "build", "--corpus", str(beir), "--out", str(out), "--embedder-prompts", "[1]"])
+    assert refused.value.code == 2 and "a JSON object of prompt name" in capsys.readouterr().err

@@ -45,8 +45,8 @@ class BatchSensitiveEmbedder(HashEmbedder):
     """``HashEmbedder`` whose vectors are scaled by 1 + 2⁻²²·(batch size): unit norm within 1e-4,
     different low bits for every batch size."""
 
-    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
-        vectors = super().encode(texts, show_progress=show_progress)
+    def encode(self, texts: list[str], *, prompt: str = "", show_progress: bool = False) -> np.ndarray:
+        vectors = super().encode(texts, prompt=prompt, show_progress=show_progress)
         return vectors * np.float32(1 + len(texts) * 2.0**-22)
 
 

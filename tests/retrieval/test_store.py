@@ -222,8 +222,8 @@ def test_torn_wal_tail_is_ignored_and_corruption_refused(tmp_path, embedder, doc
 
 def test_non_normalised_embedder_is_refused(tmp_path, documents):
     class Raw(HashEmbedder):
-        def encode(self, texts, *, show_progress=False):
-            return super().encode(texts) * 2.0
+        def encode(self, texts, *, prompt="", show_progress=False):
+            return super().encode(texts, prompt=prompt) * 2.0
 
     with pytest.raises(ValueError, match="unit vectors"):
         build_index(tmp_path / "idx", documents, Raw())

@@ -87,7 +87,7 @@ def test_cli_add_on_a_full_disk_says_nothing_was_added_in_one_line(index, tmp_pa
     from steadyrank.serve.cli.commands import index as index_command
     from steadyrank.serve.cli.main import main
 
-    monkeypatch.setattr(index_command, "load_embedder_arg", lambda path, precision="auto": HashEmbedder())
+    monkeypatch.setattr(index_command, "load_embedder_arg", lambda path, precision="auto", prompts=None: HashEmbedder())
     docs = tmp_path / "more.jsonl"
     docs.write_text('{"_id": "x1", "text": "a new document about glaciers"}\n')
     with Faults("write", 0, "full"):

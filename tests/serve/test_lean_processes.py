@@ -45,9 +45,9 @@ def _loaded_after(code: str, settings: dict) -> set[str]:
 def _settings(tmp_path: Path, reranker: Path) -> dict:
     """Settings over an index built with a stand-in embedder that carries the bundled MiniLM's
     identity (the index is real FAISS + BM25; only its vectors come from feature hashing)."""
-    model_id, dim = embedder_identity(ModelSettings())
+    bundled = embedder_identity(ModelSettings())
     index = tmp_path / "index"
-    build_index(index, synthetic_documents(40), HashEmbedder(dim=dim, model_id=model_id))
+    build_index(index, synthetic_documents(40), HashEmbedder(dim=bundled.dim, model_id=bundled.model_id))
     return {"cache_dir": str(tmp_path / "cache"), "reranker": {"path": str(reranker)},
             "index": {"path": str(index)}, "quality": {"enabled": False}}
 

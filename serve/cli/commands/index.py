@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,12 +25,25 @@ from steadyrank.serve.runtime.settings import Precision
 BUNDLED = "bundled"
 
 
-def load_embedder_arg(path: str | None, precision: Precision = "auto") -> Embedder:
+def load_embedder_arg(path: str | None, precision: Precision = "auto", prompts: dict[str, str] | None = None) -> Embedder:
     """The embedder at ``path`` (a bi-encoder directory), or the bundled all-MiniLM-L6-v2 if None,
-    in ``precision`` (``auto``: BF16 where the device has fast BF16, else FP32)."""
+    in ``precision`` (``auto``: BF16 where the device has fast BF16, else FP32), with ``prompts``
+    replacing its folder's (None: the folder's)."""
     from steadyrank.serve.runtime import ModelSettings, load_embedder
 
-    return load_embedder(ModelSettings(path=path, precision=precision))
+    return load_embedder(ModelSettings(path=path, precision=precision, prompts=prompts))
+
+
+def prompts_arg(text: str) -> dict[str, str]:
+    """``--embedder-prompts``: a JSON object of prompt name → prompt text."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise argparse.ArgumentTypeError('a JSON object of prompt name → text, e.g. {"query": "query: ", '
+                                         '"document": "passage: "}')
+    return value
 
 
 def load_reranker_arg(model: str, precision: Precision) -> Reranker:
@@ -42,7 +56,7 @@ def load_reranker_arg(model: str, precision: Precision) -> Reranker:
 
 def add_embedder_argument(parser: argparse.ArgumentParser, *, served: bool = False) -> None:
     """``--embedder`` / ``--embedder-precision``; ``served``: unset means the served settings' embedder
-    (:mod:`serve.commands.served`) instead of the bundled MiniLM in ``auto``."""
+    (:mod:`serve.cli.commands.served`) instead of the bundled MiniLM in ``auto``."""
     model = "the served settings' embedder" if served else "the bundled all-MiniLM-L6-v2"
     precision = "the served settings' embedder precision" if served else "auto"
     parser.add_argument("--embedder", metavar="PATH", default=None,
@@ -50,6 +64,11 @@ def add_embedder_argument(parser: argparse.ArgumentParser, *, served: bool = Fal
     parser.add_argument("--embedder-precision", choices=get_args(Precision), default=None if served else "auto",
                         help=f"the embedder's forward precision (default {precision}; auto: bf16 where the device has "
                              "fast BF16, else fp32); search an index with the precision it was built with")
+    parser.add_argument("--embedder-prompts", type=prompts_arg, default=None, metavar="JSON",
+                        help="prompts replacing the embedder folder's config_sentence_transformers.json ones, as "
+                             "JSON: 'query' goes before queries, 'document' (or 'passage', 'corpus') before indexed "
+                             "documents; '{}' = none (default: the folder's); the index records them and refuses "
+                             "other ones")
 
 
 def add_batch_size_argument(parser: argparse.ArgumentParser) -> None:
@@ -157,10 +176,12 @@ def _report(args: argparse.Namespace, state: dict[str, Any], headline: str) -> i
         print(dumps_json(state))
         return 0
     bm25 = "with BM25" if state["bm25"] else "no BM25"
+    prompts = {role: text for role, text in state["embedder"].get("prompts", {}).items() if text}
+    said = "".join(f", {role} prompt {text!r}" for role, text in sorted(prompts.items()))
     print(
         f"{headline}: {state['path']} ({state['generation_dir']}): {state['live_count']} documents, "
         f"factory {state['dense']['factory']!r}, embedder {state['embedder']['model_id']} "
-        f"(dim {state['embedder']['dim']}), {bm25}, {state['wal_records']} logged changes"
+        f"(dim {state['embedder']['dim']}{said}), {bm25}, {state['wal_records']} logged changes"
     )
     return 0
 
@@ -175,7 +196,7 @@ def run_build(args: argparse.Namespace) -> int:
     )
     if args.shards < 1:
         raise ValueError(f"--shards must be ≥ 1, got {args.shards}")
-    embedder = load_embedder_arg(args.embedder, args.embedder_precision)
+    embedder = load_embedder_arg(args.embedder, args.embedder_precision, args.embedder_prompts)
     options = {"dense": dense, "bm25": bm25, "batch_size": args.batch_size, "overwrite": args.overwrite,
                "skipped_empty": len(corpus.skipped_empty)}
     with progress_bar(len(documents), "embedding") as bar:
@@ -205,7 +226,7 @@ def one_line_write_errors(nothing_done: str) -> Iterator[None]:
 
 def run_add(args: argparse.Namespace) -> int:
     documents = load_corpus(args, args.docs).documents
-    embedder = load_embedder_arg(args.embedder, args.embedder_precision)
+    embedder = load_embedder_arg(args.embedder, args.embedder_precision, args.embedder_prompts)
     with one_line_write_errors("nothing was added"), open_index(args.index, embedder, writable=True) as store:
         with progress_bar(len(documents), "embedding") as bar:
             added = store.add(documents, batch_size=args.batch_size, on_progress=bar.update)

@@ -12,6 +12,7 @@ import asyncio
 import json
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Any, get_args
 
@@ -160,8 +161,8 @@ def _similarity(args: argparse.Namespace, embedder: Embedder | None, reranker: R
     assert embedder is not None, "_in_process gives an embedder when there is no reranker"
     model = embedder
 
-    async def encode(texts: list[str]) -> np.ndarray:
-        return model.encode(texts)
+    async def encode(texts: list[str]) -> np.ndarray:  # probe texts are queries: the query prompt
+        return model.encode(texts, prompt=model.query_prompt)
 
     return embedding_similarity(encode)
 
@@ -353,7 +354,7 @@ def run_noise(args: argparse.Namespace) -> int:
             return asyncio.run(remote(texts))
     else:
         embedder = load_embedder_arg(None if args.model == BUNDLED else args.model, args.precision)
-        encode = embedder.encode
+        encode = partial(embedder.encode, prompt=embedder.query_prompt)  # the noisy texts are queries
     payload: dict[str, Any] = {"model": args.model, "lang": args.lang, "noise": args.noise, "seed": args.seed,
                                "queries": len(clean),
                                "levels": list(levels), "denoise": args.denoise,

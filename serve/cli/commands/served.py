@@ -119,14 +119,17 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
                              f"does (default ${ENV_SETTINGS}, else the embedded default)")
 
 
-def _model(section: ModelSettings, path: str | None, precision: str | None) -> ModelSettings:
+def _model(section: ModelSettings, path: str | None, precision: str | None,
+           prompts: dict[str, str] | None = None) -> ModelSettings:
     """``section`` with the flags' model ``path`` (``bundled`` = the bundled MiniLM; its Hub
-    ``revision`` and ``served_id`` belonged to the model it replaces) and ``precision`` over it."""
+    ``revision`` and ``served_id`` belonged to the model it replaces), ``precision`` and ``prompts`` over it."""
     update: dict[str, Any] = {}
     if path is not None:
         update.update(path=None if path == BUNDLED else path, revision=None, served_id=None)
     if precision is not None:
         update["precision"] = precision
+    if prompts is not None:
+        update["prompts"] = prompts
     return ModelSettings.model_validate({**section.model_dump(), **update}) if update else section
 
 
@@ -142,7 +145,7 @@ def served_run(args: argparse.Namespace) -> ServedRun:
 
     source = flag("config") or os.environ.get(ENV_SETTINGS) or None
     settings = resolve_model_refs(load_settings(source))
-    embedder = _model(settings.embedder, flag("embedder"), flag("embedder_precision"))
+    embedder = _model(settings.embedder, flag("embedder"), flag("embedder_precision"), flag("embedder_prompts"))
     reranker = None if flag("no_rerank") else _model(settings.reranker_model, flag("rerank"), flag("rerank_precision"))
     policy = load_routing_file(flag("route_settings")) if flag("route_settings") else settings.routing_policy()
     if flag("depth") is not None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from steadyrank.serve.runtime.prompts import PromptRole
 from steadyrank.serve.server.components.batcher import RequestBatcher
 from steadyrank.serve.server.components.common import (
     Ticket,
@@ -23,7 +24,9 @@ from steadyrank.serve.telemetry import Recorder
 
 
 class Embedder:
-    """``embed(texts, count_tokens=False) -> {"vectors": float32 (n, dim) unit rows, "tokens": int | None}``."""
+    """``embed(texts, count_tokens=False, role=None, prompt_name=None, instruction=None) ->
+    {"vectors": float32 (n, dim) unit rows, "tokens": int | None}``, each text after the prompt asked
+    for (:meth:`~serve.runtime.prompts.EmbedPrompts.choose`)."""
 
     def __init__(self, settings: Settings | dict, hub: Any) -> None:
         from steadyrank.serve.runtime import load_embedder
@@ -44,35 +47,41 @@ class Embedder:
         m = self.model
         return {"model": m.model_id, "dim": m.dim, "precision": m.precision,
                 "precision_choice": m.precision_choice.facts(), "scoring": m.scoring,
-                "max_length": m.max_length}
+                "max_length": m.max_length, "prompts": {"query": m.query_prompt, "document": m.document_prompt}}
 
     async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None,
-                    shadow: bool = False) -> dict[str, Any]:
-        """``{"vectors": float32 (n, dim) unit rows, "tokens": int | None}`` (tokens after truncation).
+                    shadow: bool = False, role: PromptRole | None = None, prompt_name: str | None = None,
+                    instruction: str | None = None) -> dict[str, Any]:
+        """``{"vectors": float32 (n, dim) unit rows, "tokens": int | None}`` (tokens after truncation,
+        the prompt's included). The prompt: ``role``'s (``query`` for searches), the one called
+        ``prompt_name``, the query prompt with ``instruction``, else the model's default; one the
+        model does not have is refused before any work (InvalidInputError).
         ``deadline`` (epoch s): dropped unembedded once it passed (``DeadlineExceeded``).
         ``shadow`` (a golden replay's or mirrored search's query): embedded only when user work
         leaves room (:class:`~serve.server.priority.ShadowGate`, as in the Reranker), outside the
         user batches; its vectors equal the user path's (one forward plan per request)."""
         texts = check_text_list(texts, "input")
+        prompt = self.model.prompts.choose(role, prompt_name, instruction)
         if not texts:
             return {"vectors": np.zeros((0, self.model.dim), dtype=np.float32), "tokens": 0 if count_tokens else None}
-        job = (texts, bool(count_tokens))
+        job = (texts, bool(count_tokens), prompt)
         if shadow:
             return (await shadow_turn(self.gate, self.recorder, "embedder", self.executor, self._encode, [job]))[0]
         async with self.gate.user():
             return await admitted(self._batch, job, Ticket(deadline), self.recorder, "embedder")
 
-    async def _run_batch(self, jobs: list[tuple[tuple[list[str], bool], Ticket]]) -> list[Any]:
+    async def _run_batch(self, jobs: list[tuple[tuple[list[str], bool, str], Ticket]]) -> list[Any]:
         self.recorder.observe("steadyrank_batch_size", len(jobs), deployment="embedder")
         return await run_batch(self.executor, jobs, self._encode, self.recorder, "embedder")
 
-    def _encode(self, jobs: list[tuple[list[str], bool]]) -> list[dict[str, Any]]:
-        """One forward plan per job, the jobs' batches sharing the forward lanes (as
-        :meth:`Reranker._score_jobs`): a request's vectors never depend on what else was in flight."""
-        vectors = self.model.encode_many([texts for texts, _ in jobs])
-        return [{"vectors": v, "tokens": self._tokens(texts) if count else None}
-                for v, (texts, count) in zip(vectors, jobs, strict=True)]
+    def _encode(self, jobs: list[tuple[list[str], bool, str]]) -> list[dict[str, Any]]:
+        """One forward plan per job (each after its prompt), the jobs' batches sharing the forward
+        lanes (as :meth:`Reranker._score_jobs`): a request's vectors never depend on what else was in flight."""
+        vectors = self.model.encode_many([texts for texts, _, _ in jobs], [prompt for _, _, prompt in jobs])
+        return [{"vectors": v, "tokens": self._tokens(texts, prompt) if count else None}
+                for v, (texts, count, prompt) in zip(vectors, jobs, strict=True)]
 
-    def _tokens(self, texts: list[str]) -> int:
-        ids = self.model.backend.tokenizer(texts, truncation=True, max_length=self.model.max_length)["input_ids"]
+    def _tokens(self, texts: list[str], prompt: str) -> int:
+        prompted = [prompt + t for t in texts] if prompt else texts
+        ids = self.model.backend.tokenizer(prompted, truncation=True, max_length=self.model.max_length)["input_ids"]
         return int(sum(len(x) for x in ids))

@@ -2,7 +2,8 @@
 
 ``score(query, docs, shadow=False)`` → FP32 scores, rank keys and truncation flags;
 ``rerank(query, docs, top_n)`` → the full ranking with tie facts; ``fp32_keys(query, docs,
-shadow=False)`` for boundary re-scoring. The user requests of a batch run in one compute-thread
+shadow=False)`` for boundary re-scoring. Each takes a request's ``instruction`` (None: the model's
+own; refused by a model that takes none, before any work). The user requests of a batch run in one compute-thread
 call, each with its own forward plan (bitwise-stable scores); shadow work (``shadow=True``) runs
 in small chunks behind user work (:mod:`serve.server.priority`).
 """
@@ -75,7 +76,7 @@ class Reranker:
                 "torch_threads_per_lane": threads_per_lane}
 
     async def score(self, query: str, documents: list[str], shadow: bool = False,
-                    deadline: float | None = None) -> dict[str, np.ndarray]:
+                    deadline: float | None = None, instruction: str | None = None) -> dict[str, np.ndarray]:
         """``{"scores", "keys"}`` float32 (n,) and ``"truncated"`` bool (n,), in input order.
 
         ``deadline`` (epoch s): a user request still queued when it passes (or whose caller gave
@@ -89,42 +90,45 @@ class Reranker:
         if not isinstance(query, str):
             raise InvalidInputError("query must be a string")
         documents = check_text_list(documents, "documents")
+        self.scorer.check_instruction(instruction)
         if not documents:
             return {"scores": np.zeros(0, np.float32), "keys": np.zeros(0, np.float32), "truncated": np.zeros(0, bool)}
         if shadow:
-            parts = [(await self._shadow_turn(self._score_jobs, [(query, list(part))]))[0]
+            parts = [(await self._shadow_turn(self._score_jobs, [(query, list(part), instruction)]))[0]
                      for part in chunks(documents, self.shadow_chunk_docs)]
             return {name: np.concatenate([p[name] for p in parts]) for name in ("scores", "keys", "truncated")}
         async with self.gate.user():
-            return await admitted(self._batch, (query, documents), Ticket(deadline), self.recorder, self.label)
+            return await admitted(self._batch, (query, documents, instruction), Ticket(deadline), self.recorder,
+                                  self.label)
 
-    async def fp32_keys(self, query: str, documents: list[str], shadow: bool = False) -> np.ndarray:
+    async def fp32_keys(self, query: str, documents: list[str], shadow: bool = False,
+                        instruction: str | None = None) -> np.ndarray:
         """Rank keys of ``documents`` from an FP32 forward pass (boundary re-scoring); ``shadow`` as
         in :meth:`score` (one chunk: a tie group is small)."""
         documents = check_text_list(documents, "documents")
         if shadow:
-            return await self._shadow_turn(self._fp32_keys, query, documents)
+            return await self._shadow_turn(self._fp32_keys, query, documents, instruction)
         async with self.gate.user():
-            return await run_in(self.executor, self._fp32_keys, query, documents)
+            return await run_in(self.executor, self._fp32_keys, query, documents, instruction)
 
     async def _shadow_turn(self, fn: Any, *args: Any) -> Any:
         return await shadow_turn(self.gate, self.recorder, self.label, self.executor, fn, *args)
 
-    def _fp32_keys(self, query: str, documents: list[str]) -> np.ndarray:
+    def _fp32_keys(self, query: str, documents: list[str], instruction: str | None) -> np.ndarray:
         with self._twin_lock:  # the FP32 twin is loaded once, lazily
-            return self.scorer.fp32_keys([(query, d) for d in documents])
+            return self.scorer.fp32_keys([(query, d) for d in documents], instruction)
 
     async def rerank(self, query: str, documents: list[str], top_n: int | None = None, record: bool = True,
-                     deadline: float | None = None) -> RerankOutcome:
+                     deadline: float | None = None, instruction: str | None = None) -> RerankOutcome:
         """The ranking of ``documents`` for ``query`` (:func:`retrieval.ranking.rank`) as a
         :class:`~serve.server.calls.RerankOutcome`. ``record`` = count it as user traffic in the metrics.
         """
         started = time.perf_counter()
         documents = check_rerank_args(query, check_text_list(documents, "documents"), top_n)
-        scored = await self.score(query, documents, deadline=deadline)
+        scored = await self.score(query, documents, deadline=deadline, instruction=instruction)
 
         async def rescore(indices: np.ndarray) -> np.ndarray:
-            return await self.fp32_keys(query, [documents[i] for i in indices])
+            return await self.fp32_keys(query, [documents[i] for i in indices], instruction=instruction)
 
         ranking = await rank_async(scored["keys"], top_n, rescore if self.scorer.rescores_boundary_ties else None)
         result = RerankOutcome(
@@ -140,16 +144,17 @@ class Reranker:
             record_ties(rec, ranking.tie_group_size_at_cutoff, ranking.rescored)
         return result
 
-    async def _run_batch(self, jobs: list[tuple[tuple[str, list[str]], Ticket]]) -> list[Any]:
+    async def _run_batch(self, jobs: list[tuple[tuple[str, list[str], str | None], Ticket]]) -> list[Any]:
         self.recorder.observe("steadyrank_batch_size", len(jobs), deployment=self.label)
         return await run_batch(self.executor, jobs, self._score_jobs, self.recorder, self.label)
 
-    def _score_jobs(self, jobs: list[tuple[str, list[str]]]) -> list[dict[str, np.ndarray]]:
+    def _score_jobs(self, jobs: list[tuple[str, list[str], str | None]]) -> list[dict[str, np.ndarray]]:
         """One forward plan per job, all in this one compute-thread call (the jobs' batches share
         the forward lanes, :meth:`Scorer.score_many`): a request's scores depend on its own pairs
         only, never on what else was in flight (rows of other requests would change the padded
         shapes, and with them the last bits of FP32 results)."""
-        scored = self.scorer.score_many([[(query, doc) for doc in docs] for query, docs in jobs])
+        scored = self.scorer.score_many([[(query, doc) for doc in docs] for query, docs, _ in jobs],
+                                        [instruction for _, _, instruction in jobs])
         return [{"scores": s.scores, "keys": s.keys, "truncated": s.truncated} for s in scored]
 
 

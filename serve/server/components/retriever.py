@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -14,18 +13,6 @@ from steadyrank.serve.server.components.common import model_executor, run_in
 from steadyrank.serve.settings import Settings, load_settings
 
 
-@dataclass  # not frozen: retrieval.protocols.Embedder declares model_id and dim as plain (writable) attributes
-class EmbedderIdentity:
-    """The embedder as the Retriever's index store sees it: its identity (checked against the
-    manifest when the index opens), no weights; query vectors come from the Embedder deployment."""
-
-    model_id: str
-    dim: int
-
-    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
-        raise RuntimeError("the Retriever encodes no text itself: pass the query vector")
-
-
 class Retriever:
     """``search(query, vector, mode, depth)`` → :class:`~retrieval.pipeline.CandidatePool`."""
 
@@ -35,8 +22,9 @@ class Retriever:
 
         settings = load_settings(settings)
         self.path = ensure_index(settings)
-        model_id, dim = embedder_identity(settings.embedder)
-        self.store = IndexStore.open(self.path, EmbedderIdentity(model_id, dim))
+        # the embedder's identity (id, dim, prompts), checked against the manifest; no weights: query
+        # vectors come from the Embedder deployment
+        self.store = IndexStore.open(self.path, embedder_identity(settings.embedder))
         self.executor = model_executor(settings.deployments.background_niceness)
         self.search_settings = settings.search
 

@@ -62,7 +62,8 @@ class Searcher:
 
         async def embed(query: str) -> np.ndarray:
             with tracing.span("embedder.embed", texts=1):
-                return (await self.embedder.embed.remote([query], deadline=call.deadline, shadow=call.shadow))["vectors"][0]
+                return (await self.embedder.embed.remote([query], deadline=call.deadline, shadow=call.shadow,
+                                                         role="query"))["vectors"][0]
 
         async def retrieve(query: str, vector: np.ndarray | None, mode: Mode, depth: int,
                            with_vectors: bool) -> CandidatePool:

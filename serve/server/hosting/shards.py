@@ -30,7 +30,6 @@ from steadyrank.retrieval.pipeline import CandidatePool
 from steadyrank.retrieval.shards import ShardAnswer, answer_from_store, open_shard, scatter_gather
 from steadyrank.serve.errors import InvalidInputError
 from steadyrank.serve.server.components.common import model_executor, run_in
-from steadyrank.serve.server.components.retriever import EmbedderIdentity
 from steadyrank.serve.server.hosting.failures import replica_lost
 from steadyrank.serve.server.retry import again_if_lost
 from steadyrank.serve.settings import Settings, load_settings
@@ -63,8 +62,7 @@ class RetrieverShard:
         settings = load_settings(settings)
         self.index = index
         self.path = ensure_index(settings)
-        model_id, dim = embedder_identity(settings.embedder)
-        self.store = open_shard(self.path, index, EmbedderIdentity(model_id, dim))
+        self.store = open_shard(self.path, index, embedder_identity(settings.embedder))
         self.executor = model_executor(settings.deployments.background_niceness)
 
     async def info(self) -> dict[str, Any]:

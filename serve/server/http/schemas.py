@@ -6,8 +6,10 @@
 - ``POST /v1/search``: retrieve, rerank with dynamic K, return the top ``top_n``.
 - ``POST /v1/embeddings``: OpenAI-shaped.
 
-Unknown request fields of these routes are ignored (clients of other rerank APIs send extras);
-the dialect routes (``serve.server.http.dialects``) refuse them. Limits that depend on the server's
+Unknown request fields of these routes are accepted and not honoured (clients of other rerank APIs
+send extras), and never dropped without a word: the answer names them (``meta.ignored_fields`` on
+``/v1/rerank``, the ``X-Ignored-Fields`` header on all three); the dialect routes
+(``serve.server.http.dialects``) refuse them (422 naming them). Limits that depend on the server's
 settings are stated in the served OpenAPI schema through ``dialects.schema_limits.limited`` markers; the
 list limits among them bound the parse itself (``dialects.schema_limits.bounded``: 413 at the first item
 over), the others are checked by the ingress after the schema (400/413). Response bodies forbid undeclared fields.
@@ -63,7 +65,16 @@ Flag = StrictBool
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    """A native route's body: fields it does not declare are kept aside (:meth:`ignored_fields`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def ignored_fields(self) -> list[str]:
+        """The body's fields this route does not honour, in the order sent."""
+        return list(self.model_extra or {})
+
+
+Instruction = Annotated[str, Field(json_schema_extra=non_blank(maxLength="max_instruction_chars"))]
 
 
 class JinaText(BaseModel):
@@ -98,6 +109,10 @@ class RerankRequest(_Request):
     max_chunks_per_doc: Annotated[int, Field(ge=1, le=1), Strict(), BeforeValidator(_integral)] | None = Field(
         None, description="Cohere v1: only 1 is served — each document is scored on its first chunk of the "
                           "model's max_length tokens (meta.truncated lists the cut ones)")
+    instruction: Instruction | None = Field(
+        None, description="the task instruction of this request, replacing the model's own: put into a causal-LM "
+                          "reranker's prompt, or into an instruction-tuned bi-encoder's query prompt; a model that "
+                          "takes none refuses it (400); omitted = the model's own")
 
 
 class RerankDocument(ResponseModel):
@@ -120,6 +135,10 @@ class RerankMeta(ResponseModel):
     tie_at_cutoff: bool = Field(..., description="a tie group still straddles top_n")
     rescored_ties: int = Field(..., description="documents re-scored in FP32 to settle a tie at top_n")
     truncated: list[int] = Field(..., description="documents cut to the model's max_length")
+    ignored_fields: list[str] | None = Field(None, description="request fields this route accepted and did not "
+                                                               "honour (also in the X-Ignored-Fields header); "
+                                                               "omitted when none")
+    omit_none: ClassVar[tuple[str, ...]] = ("ignored_fields",)
 
 
 class RerankResponse(ResponseModel):
@@ -130,9 +149,10 @@ class RerankResponse(ResponseModel):
 
     @classmethod
     def build(cls, ranked: RerankOutcome, documents: Sequence[str | dict[str, Any]], top_n: int | None,
-              return_documents: bool) -> RerankResponse:
+              return_documents: bool, ignored_fields: list[str] | None = None) -> RerankResponse:
         """From the Reranker deployment's ``rerank`` answer: the first ``top_n`` (all when None), each
-        document as sent when ``return_documents`` (a string as ``{"text": ...}``)."""
+        document as sent when ``return_documents`` (a string as ``{"text": ...}``); ``ignored_fields``
+        named in ``meta`` when there are any."""
 
         def sent(document: str | dict[str, Any]) -> dict[str, Any]:
             return {"text": document} if isinstance(document, str) else document
@@ -140,7 +160,8 @@ class RerankResponse(ResponseModel):
         results = [RerankResult(index=i, relevance_score=float(ranked.scores[i]),
                                 document=sent(documents[i]) if return_documents else None)
                    for i in ranked.served_order(top_n)]
-        return cls(id=new_id(), model=ranked.model, results=results, meta=RerankMeta(**ranked.tie_facts()))
+        meta = RerankMeta(**ranked.tie_facts(), ignored_fields=ignored_fields or None)
+        return cls(id=new_id(), model=ranked.model, results=results, meta=meta)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,6 +198,7 @@ class SearchResponse(ResponseModel):
 
 
 EmbeddingText = Annotated[str, Field(json_schema_extra=non_blank(maxLength="max_document_chars"))]
+PromptName = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class EmbeddingRequest(_Request):
@@ -192,6 +214,22 @@ class EmbeddingRequest(_Request):
         json_schema_extra=limited(minimum="embedder_min_dim", maximum="embedder_dim"))
     user: str | None = Field(None, description="an end-user id (OpenAI); accepted and not used, as by OpenAI's "
                                                "embeddings")
+    input_type: Literal["search_query", "search_document"] | None = Field(
+        None, description="Cohere's: the inputs are queries (the model's query prompt goes before each) or documents "
+                          "to index (its document prompt); omitted = the model's default prompt (none unless its "
+                          "folder names a default_prompt_name)")
+    prompt_name: PromptName | None = Field(
+        None, description="TEI's: the model's prompt of this name (its config_sentence_transformers.json prompts) "
+                          "goes before each input; an unknown name is refused (400)")
+    instruction: Instruction | None = Field(
+        None, description="instruction-tuned embedders: the task instruction put into the query prompt (the inputs "
+                          "are queries); a model that takes none refuses it (400)")
+
+    def prompt_request(self) -> dict[str, Any]:
+        """The prompt this body asks for, as the Embedder's ``embed`` keywords (``role``,
+        ``prompt_name``, ``instruction``)."""
+        role = {"search_query": "query", "search_document": "document", None: None}[self.input_type]
+        return {"role": role, "prompt_name": self.prompt_name, "instruction": self.instruction}
 
     @field_validator("input", mode="before")
     @classmethod

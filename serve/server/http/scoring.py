@@ -62,6 +62,18 @@ def check_query(limits: Any, query: str) -> None:
         raise InputTooLongError(f"query has {len(query)} characters, more than the limit of {limits.max_query_chars}")
 
 
+def check_instruction(limits: Any, instruction: str | None) -> None:
+    """A request's ``instruction`` (None: none asked for): not blank (400), within
+    ``limits.max_instruction_chars`` (413 beyond); checked before any model work."""
+    if instruction is None:
+        return
+    if not instruction.strip():
+        raise EmptyInputError("instruction must not be blank (omit it for the model's own)")
+    if len(instruction) > limits.max_instruction_chars:
+        raise InputTooLongError(f"instruction has {len(instruction)} characters, more than the limit of "
+                                f"{limits.max_instruction_chars}")
+
+
 def check_count(items: Sequence[Any], field: str, max_items: int) -> None:
     """Empty (400) or more than ``max_items`` (413): checked before anything is done per item."""
     if not items:
@@ -135,10 +147,11 @@ class Scoring:
         return await self.gateway.within(request, off_loop(fn, *args))
 
     async def rerank(self, request: Request, query: str, texts: list[str], top_n: int | None, model: str | None,
-                     field: str = "documents") -> RerankOutcome:
-        """Limits, the model name, then the Reranker's ``rerank`` under what is left of the request's
-        deadline. ``top_n`` is clamped to the number of texts."""
+                     field: str = "documents", instruction: str | None = None) -> RerankOutcome:
+        """Limits, the model name, then the Reranker's ``rerank`` (with the request's ``instruction``)
+        under what is left of the request's deadline. ``top_n`` is clamped to the number of texts."""
         check_query(self.limits, query)
+        check_instruction(self.limits, instruction)
         check_count(texts, field, self.limits.max_documents)
         check_sizes(self.limits, texts, field)
         self.services.names.resolve("reranker", model)
@@ -148,7 +161,8 @@ class Scoring:
         reranker = self.services.reranker
         with tracing.span("reranker.rerank", documents=len(texts)):
             return await self.gateway.model_call(request, "reranker", len(texts), left,
-                                                 lambda: reranker.rerank.remote(query, texts, top_n, deadline=ends))
+                                                 lambda: reranker.rerank.remote(query, texts, top_n, deadline=ends,
+                                                                                instruction=instruction))
 
     def check_embedding_texts(self, texts: list[str], single: bool, field: str) -> None:
         """Embedding inputs: at least one, within the count limit, none blank, none too long."""
@@ -158,13 +172,19 @@ class Scoring:
                 raise EmptyInputError(f"{field} must not be empty" if single else f"{field}[{i}] must not be empty")
         check_sizes(self.limits, texts, field)
 
-    async def embed(self, request: Request, texts: list[str], count_tokens: bool) -> dict[str, Any]:
+    async def embed(self, request: Request, texts: list[str], count_tokens: bool,
+                    prompt: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The Embedder's ``embed`` under what is left of the request's deadline; ``prompt``: its
+        prompt keywords (``role``, ``prompt_name``, ``instruction``: the instruction checked first)."""
+        prompt = prompt or {}
+        check_instruction(self.limits, prompt.get("instruction"))
         left = self.gateway.remaining(request)
         ends = time.time() + left
         embedder = self.services.embedder
         with tracing.span("embedder.embed", texts=len(texts)):
             return await self.gateway.model_call(request, "embedder", len(texts), left,
-                                                 lambda: embedder.embed.remote(texts, count_tokens, deadline=ends))
+                                                 lambda: embedder.embed.remote(texts, count_tokens, deadline=ends,
+                                                                               **prompt))
 
     async def search(self, request: Request, call: SearchCall, deadline: float) -> SearchOutcome:
         """The Searcher's ``search`` under ``deadline`` seconds (what is left of the request's),

@@ -26,24 +26,28 @@ from steadyrank.retrieval.store import IndexStore, build_index, embed_documents
 
 
 class CachedEmbedder:
-    """The real embedder, with corpus vectors served from a cache (same ``model_id``/``dim``)."""
+    """The real embedder, with corpus vectors (embedded after its document prompt) served from a
+    cache (same ``model_id``/``dim``/prompts)."""
 
     def __init__(self, embedder: Embedder, texts: list[str], vectors: np.ndarray) -> None:
         self.model_id = embedder.model_id
         self.dim = embedder.dim
+        self.query_prompt = embedder.query_prompt
+        self.document_prompt = embedder.document_prompt
         self._embedder = embedder
         self._rows = {t: i for i, t in enumerate(texts)}
         self._vectors = vectors
 
-    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
-        if all(t in self._rows for t in texts):
+    def encode(self, texts: list[str], *, prompt: str = "", show_progress: bool = False) -> np.ndarray:
+        if prompt == self.document_prompt and all(t in self._rows for t in texts):
             return self._vectors[[self._rows[t] for t in texts]]
-        return self._embedder.encode(texts, show_progress=show_progress)
+        return self._embedder.encode(texts, prompt=prompt, show_progress=show_progress)
 
 
-def corpus_digest(documents: Sequence[Document], model_id: str) -> str:
-    """16 hex digits of SHA-256 over the embedder id and every document's id and full text."""
-    digest = hashlib.sha256(model_id.encode())
+def corpus_digest(documents: Sequence[Document], model_id: str, document_prompt: str = "") -> str:
+    """16 hex digits of SHA-256 over the embedder id, its document prompt (when it has one) and every
+    document's id and full text."""
+    digest = hashlib.sha256(model_id.encode() + (f"\0prompt\0{document_prompt}".encode() if document_prompt else b""))
     for d in documents:
         digest.update(f"\0{d.id}\0{d.full_text}".encode())
     return digest.hexdigest()[:16]
@@ -54,7 +58,7 @@ def cached_corpus_vectors(documents: Sequence[Document], embedder: Embedder, cac
 
     ``seconds`` is the wall time of the embedding when it ran (recorded beside the cache file).
     """
-    key = corpus_digest(documents, embedder.model_id)
+    key = corpus_digest(documents, embedder.model_id, embedder.document_prompt)
     path, meta = cache / f"embeddings-{key}.npy", cache / f"embeddings-{key}.json"
     if path.exists() and meta.exists():
         return np.load(path), float(json.loads(meta.read_text(encoding="utf-8"))["seconds"])

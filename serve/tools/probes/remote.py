@@ -26,10 +26,11 @@ def _check(response) -> dict:
 
 
 def remote_encode(url: str, api_key: str | None = None, *, model: str | None = None, timeout_s: float = 60.0):
-    """An async ``encode(texts) → (n, dim) float32`` over the server's ``/v1/embeddings``."""
+    """An async ``encode(texts) → (n, dim) float32`` over the server's ``/v1/embeddings``, the texts
+    embedded as queries (``input_type: search_query``: after the model's query prompt)."""
 
     async def encode(texts: list[str]) -> np.ndarray:
-        body = {"input": texts, **({"model": model} if model else {})}
+        body = {"input": texts, "input_type": "search_query", **({"model": model} if model else {})}
         async with _client(url, api_key, timeout_s) as client:
             data = _check(await client.post("/v1/embeddings", json=body))["data"]
         return np.array([d["embedding"] for d in sorted(data, key=lambda d: d["index"])], dtype=np.float32)

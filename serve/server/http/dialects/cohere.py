@@ -5,7 +5,8 @@ live on ``/v1/rerank``'s request model and :func:`..documents.document_text`.
 v2 request ``{model, query, documents: [str], top_n?, max_tokens_per_doc?}`` → response
 ``{id, results: [{index, relevance_score}], meta: {api_version, billed_units, steadyrank}}``;
 ``meta.steadyrank`` holds the precision and tie facts of ``/v1/rerank``'s meta plus the documents
-cut to ``max_tokens_per_doc``. Unknown fields are refused (422 naming them).
+cut to ``max_tokens_per_doc``. ``instruction`` is steadyrank's extension (as on ``/v1/rerank``: a
+causal-LM reranker's task instruction). Unknown fields are refused (422 naming them).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from steadyrank.serve.server.calls import RerankOutcome
 from steadyrank.serve.server.http.dialects.schema_limits import limited
-from steadyrank.serve.server.http.schemas import DocumentText, PositiveInteger, Query, RerankMeta
+from steadyrank.serve.server.http.schemas import DocumentText, Instruction, PositiveInteger, Query, RerankMeta
 
 DOCUMENTS_PER_SEARCH_UNIT = 100  # Cohere bills one search unit per query and ≤ 100 documents
 
@@ -35,6 +36,9 @@ class RerankV2Request(BaseModel):
         None, description="cut each document to its first max_tokens_per_doc tokens of the reranker's tokenizer "
                           "before scoring (Cohere's default 4096 ≥ every served max_length, so omitted = no cut); "
                           "meta.steadyrank.cut_to_max_tokens lists the cut documents")
+    instruction: Instruction | None = Field(
+        None, description="steadyrank's extension (not Cohere's): the task instruction of this request, replacing the "
+                          "model's own (causal-LM rerankers, instruction-tuned bi-encoders; others refuse it, 400)")
 
 
 class RerankV2Result(BaseModel):

@@ -26,12 +26,12 @@ class ServedNames:
         from steadyrank.serve.server.default import embedder_identity
 
         served = settings.served  # type: ignore[attr-defined]
-        embedder_id, dim = embedder_identity(settings.embedder)  # type: ignore[attr-defined]
+        embedder = embedder_identity(settings.embedder)  # type: ignore[attr-defined]
         reranker_id = model_id(inspect_model(settings.reranker_model))  # type: ignore[attr-defined]
         return cls(
             reranker=tuple(dict.fromkeys([reranker_id, *served.reranker.aliases])),
-            embedder=tuple(dict.fromkeys([embedder_id, *served.embedder.aliases])),
-            embedder_dim=dim,
+            embedder=tuple(dict.fromkeys([embedder.model_id, *served.embedder.aliases])),
+            embedder_dim=embedder.dim,
             matryoshka=served.embedder.matryoshka,
         )
 

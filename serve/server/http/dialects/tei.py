@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 from steadyrank.serve.errors import InputTooLongError, SchemaError
 from steadyrank.serve.server.calls import RerankOutcome
 from steadyrank.serve.server.http.dialects.schema_limits import limited
-from steadyrank.serve.server.http.schemas import DocumentText, EmbeddingText, ErrorResponse, Flag, Query
+from steadyrank.serve.server.http.schemas import DocumentText, EmbeddingText, ErrorResponse, Flag, PromptName, Query
 
 Direction = Literal["right", "left", "Right", "Left"]
 _DIRECTION_DOC = "only the model's configured truncation_side is served"
@@ -70,6 +70,10 @@ class TeiEmbedRequest(BaseModel):
     truncate: Flag | None = Field(None, description="as in /rerank")
     truncation_direction: Direction | None = Field(None, json_schema_extra=limited(enum="truncation_directions"),
                                                    description=_DIRECTION_DOC)
+    prompt_name: PromptName | None = Field(None, description="the model's prompt of this name (its "
+                                                             "config_sentence_transformers.json prompts) goes before "
+                                                             "each input; unknown names are refused (400); omitted = "
+                                                             "the model's default prompt")
 
     _normalize = _refuse_false("normalize", "vectors are served L2-normalised")
 

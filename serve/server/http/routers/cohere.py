@@ -8,7 +8,7 @@ from fastapi.responses import Response
 from steadyrank.serve.server.http.deps import AdmittedBody, scoring_post
 from steadyrank.serve.server.http.dialects import cohere
 from steadyrank.serve.server.http.responses import JSON, errors
-from steadyrank.serve.server.http.scoring import check_count, check_query, check_sizes
+from steadyrank.serve.server.http.scoring import check_count, check_instruction, check_query, check_sizes
 from steadyrank.serve.server.http.state import parts_of
 
 router = APIRouter()
@@ -23,6 +23,7 @@ async def rerank_v2(request: Request, raw: AdmittedBody) -> Response:
     limits = app.services.settings.limits
     body = app.scoring.parse(raw, cohere.RerankV2Request)
     texts, cut = list(body.documents), []
+    check_instruction(limits, body.instruction)
     if body.max_tokens_per_doc is not None:
         check_query(limits, body.query)
         check_count(texts, "documents", limits.max_documents)
@@ -30,5 +31,5 @@ async def rerank_v2(request: Request, raw: AdmittedBody) -> Response:
         app.services.names.resolve("reranker", body.model)
         # off the event loop, under the request's deadline
         texts, cut = await app.scoring.within(request, app.services.reranker_tokens.cut, texts, body.max_tokens_per_doc)
-    out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model)
+    out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model, instruction=body.instruction)
     return JSON({**cohere.v2_response(out, body.top_n, cut), "id": request.state.request_id})

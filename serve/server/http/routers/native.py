@@ -14,8 +14,8 @@ from steadyrank.serve.server.calls import SearchCall
 from steadyrank.serve.server.http import schemas
 from steadyrank.serve.server.http.deps import AdmittedBody, Role, authorised, endpoint, scoring_post
 from steadyrank.serve.server.http.dialects import embeddings as embedding_dialect
-from steadyrank.serve.server.http.responses import JSON, errors
-from steadyrank.serve.server.http.scoring import check_count, check_query
+from steadyrank.serve.server.http.responses import JSON, errors, ignored_fields_header
+from steadyrank.serve.server.http.scoring import check_count, check_instruction, check_query
 from steadyrank.serve.server.http.state import parts_of
 
 router = APIRouter()
@@ -30,12 +30,15 @@ async def rerank(request: Request, raw: AdmittedBody) -> Response:
     body = app.scoring.parse(raw, schemas.RerankRequest)
     # every limit that needs no rendering before object documents are rendered
     check_query(limits, body.query)
+    check_instruction(limits, body.instruction)
     check_count(body.documents, "documents", limits.max_documents)
     app.services.names.resolve("reranker", body.model)
     texts = await app.scoring.texts(request, body.documents, body.rank_fields)
-    out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model)
-    response = schemas.RerankResponse.build(out, body.documents, body.top_n, bool(body.return_documents)).model_dump()
-    return JSON({**response, "id": request.state.request_id})
+    out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model, instruction=body.instruction)
+    ignored = body.ignored_fields()
+    response = schemas.RerankResponse.build(out, body.documents, body.top_n, bool(body.return_documents),
+                                             ignored).model_dump()
+    return JSON({**response, "id": request.state.request_id}, headers=ignored_fields_header(ignored))
 
 
 @scoring_post(router, "/v1/search", "search", schemas.SearchRequest, schemas.SearchResponse,
@@ -63,7 +66,7 @@ async def search(request: Request, raw: AdmittedBody, role: Annotated[Role, Depe
                  "golden_trusted": role == "admin", "latency_s": time.perf_counter() - started,
                  "request_id": request.state.request_id}
         app.gateway.detach(evaluator.mirror.remote(event), "mirror")
-    return JSON(payload)
+    return JSON(payload, headers=ignored_fields_header(body.ignored_fields()))
 
 
 @scoring_post(router, "/v1/embeddings", "embeddings", schemas.EmbeddingRequest, schemas.EmbeddingResponse,
@@ -78,9 +81,10 @@ async def embeddings(request: Request, raw: AdmittedBody) -> Response:
     names = app.services.names
     served = names.resolve("embedder", body.model)
     embedding_dialect.check_dimensions(body.dimensions, names.embedder_dim, names.matryoshka, served)
-    out = await app.scoring.embed(request, texts, True)
+    out = await app.scoring.embed(request, texts, True, body.prompt_request())
     vectors = embedding_dialect.shorten(out["vectors"], body.dimensions)
-    return JSON(schemas.EmbeddingResponse.payload(vectors, int(out["tokens"] or 0), served, body.encoding_format or "float"))
+    return JSON(schemas.EmbeddingResponse.payload(vectors, int(out["tokens"] or 0), served, body.encoding_format or "float"),
+                headers=ignored_fields_header(body.ignored_fields()))
 
 
 @router.get("/v1/models", tags=["models"], response_model=schemas.ModelList, responses=errors(401),
