@@ -95,3 +95,14 @@ def pytest_configure(config: pytest.Config) -> None:
     """The test tiers (unit, integration, e2e): see tests/tiers.py."""
     if not config.pluginmanager.is_registered(tiers):
         config.pluginmanager.register(tiers, "steadyrank-tiers")
+    _build_matplotlib_font_cache()
+
+
+def _build_matplotlib_font_cache() -> None:
+    """matplotlib builds its font cache the first time it is imported on a machine (or in a new
+    version), running ``fc-list`` in a child process: done here, before any test runs, so that no
+    unit or integration test that plots starts a process for it (tests/tiers.py would refuse it)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # headless: the plots are written to files
+    from matplotlib import font_manager  # noqa: F401  (the import builds the cache)
