@@ -161,7 +161,10 @@ def build(overrides: dict[str, Any] | None = None) -> Served:
     settings = load_settings(mapping)
     hub = MetricsHub()
     reranker, embedder, searcher, evaluator = FakeReranker(), FakeEmbedder(), FakeSearcher(), FakeEvaluator()
-    names = ServedNames(reranker=(RERANKER_ID, "rr-alias"), embedder=(EMBEDDER_ID,), embedder_dim=4, matryoshka=True)
+    # the stand-ins take instructions and a few named prompts, as an instruction-tuned model would
+    names = ServedNames(reranker=(RERANKER_ID, "rr-alias"), embedder=(EMBEDDER_ID,), embedder_dim=4, matryoshka=True,
+                        embedder_prompt_names=("classification", "document", "query"), embedder_instruction=True,
+                        reranker_instruction=True)
     services = Services(settings=settings, names=names, recorder=Recorder(hub.store, flush_interval_s=60),
                         searcher=LocalHandle(searcher), embedder=LocalHandle(embedder),
                         reranker=LocalHandle(reranker), hub=LocalHandle(hub), evaluator=LocalHandle(evaluator),

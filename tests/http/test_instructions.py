@@ -118,3 +118,22 @@ async def test_the_served_openapi_shows_the_new_fields(served) -> None:
     assert fields("/v1/embeddings")["instruction"]["anyOf"][0]["maxLength"] == LIMIT
     assert set(fields("/v1/embeddings")) >= {"input_type", "prompt_name"}
     assert "prompt_name" in fields("/embed")
+    prompt_names = fields("/v1/embeddings")["prompt_name"]["anyOf"][0]["enum"]
+    assert prompt_names == ["classification", "document", "query"]  # the served model's, schema-valid only
+
+
+@pytest.mark.parametrize(("reranker", "embedder"), [(False, False), (True, False), (False, True), (True, True)])
+def test_a_model_that_takes_no_instruction_admits_only_null_in_the_schema(reranker: bool, embedder: bool) -> None:
+    """The served OpenAPI states what each model takes: ``maxLength`` 0 under ``minLength`` 1 leaves
+    only ``null`` schema-valid for a model with no instruction slot (which refuses one, 400), and
+    ``prompt_name`` is one of the embedder's prompt names."""
+    from steadyrank.serve.server.http.dialects.names import ServedNames
+    from steadyrank.serve.server.http.dialects.schema_limits import contract_values
+    from steadyrank.serve.settings.limits import LimitsSettings
+
+    names = ServedNames(reranker=("r",), embedder=("e",), embedder_dim=4, matryoshka=False,
+                        embedder_prompt_names=("query",), embedder_instruction=embedder, reranker_instruction=reranker)
+    values = contract_values(LimitsSettings(max_instruction_chars=123), names)
+    assert values["reranker_instruction_chars"] == (123 if reranker else 0)
+    assert values["embedder_instruction_chars"] == (123 if embedder else 0)
+    assert values["embedder_prompt_names"] == ["query"]

@@ -74,7 +74,10 @@ class _Request(BaseModel):
         return list(self.model_extra or {})
 
 
-Instruction = Annotated[str, Field(json_schema_extra=non_blank(maxLength="max_instruction_chars"))]
+#: a request's task instruction: at most ``limits.max_instruction_chars``, and none (only ``null``
+#: schema-valid) for a model that takes no instruction
+RerankInstruction = Annotated[str, Field(json_schema_extra=non_blank(maxLength="reranker_instruction_chars"))]
+EmbeddingInstruction = Annotated[str, Field(json_schema_extra=non_blank(maxLength="embedder_instruction_chars"))]
 
 
 class JinaText(BaseModel):
@@ -109,7 +112,7 @@ class RerankRequest(_Request):
     max_chunks_per_doc: Annotated[int, Field(ge=1, le=1), Strict(), BeforeValidator(_integral)] | None = Field(
         None, description="Cohere v1: only 1 is served — each document is scored on its first chunk of the "
                           "model's max_length tokens (meta.truncated lists the cut ones)")
-    instruction: Instruction | None = Field(
+    instruction: RerankInstruction | None = Field(
         None, description="the task instruction of this request, replacing the model's own: put into a causal-LM "
                           "reranker's prompt, or into an instruction-tuned bi-encoder's query prompt; a model that "
                           "takes none refuses it (400); omitted = the model's own")
@@ -198,7 +201,8 @@ class SearchResponse(ResponseModel):
 
 
 EmbeddingText = Annotated[str, Field(json_schema_extra=non_blank(maxLength="max_document_chars"))]
-PromptName = Annotated[str, Field(min_length=1, max_length=200)]
+PromptName = Annotated[str, Field(min_length=1, max_length=200,
+                                   json_schema_extra=limited(enum="embedder_prompt_names"))]
 
 
 class EmbeddingRequest(_Request):
@@ -221,7 +225,7 @@ class EmbeddingRequest(_Request):
     prompt_name: PromptName | None = Field(
         None, description="TEI's: the model's prompt of this name (its config_sentence_transformers.json prompts) "
                           "goes before each input; an unknown name is refused (400)")
-    instruction: Instruction | None = Field(
+    instruction: EmbeddingInstruction | None = Field(
         None, description="instruction-tuned embedders: the task instruction put into the query prompt (the inputs "
                           "are queries); a model that takes none refuses it (400)")
 

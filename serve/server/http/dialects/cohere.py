@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from steadyrank.serve.server.calls import RerankOutcome
 from steadyrank.serve.server.http.dialects.schema_limits import limited
-from steadyrank.serve.server.http.schemas import DocumentText, Instruction, PositiveInteger, Query, RerankMeta
+from steadyrank.serve.server.http.schemas import DocumentText, PositiveInteger, Query, RerankInstruction, RerankMeta
 
 DOCUMENTS_PER_SEARCH_UNIT = 100  # Cohere bills one search unit per query and ≤ 100 documents
 
@@ -36,7 +36,7 @@ class RerankV2Request(BaseModel):
         None, description="cut each document to its first max_tokens_per_doc tokens of the reranker's tokenizer "
                           "before scoring (Cohere's default 4096 ≥ every served max_length, so omitted = no cut); "
                           "meta.steadyrank.cut_to_max_tokens lists the cut documents")
-    instruction: Instruction | None = Field(
+    instruction: RerankInstruction | None = Field(
         None, description="steadyrank's extension (not Cohere's): the task instruction of this request, replacing the "
                           "model's own (causal-LM rerankers, instruction-tuned bi-encoders; others refuse it, 400)")
 

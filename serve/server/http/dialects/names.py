@@ -1,4 +1,6 @@
-"""Model names: the served ids, their aliases (settings ``served``) and the 404 for any other name."""
+"""Model names: the served ids, their aliases (settings ``served``) and the 404 for any other name;
+with them, what a request may ask of each model (its prompt names, whether it takes an instruction),
+which the served OpenAPI states (:mod:`.schema_limits`)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ class ServedNames:
     embedder: tuple[str, ...]
     embedder_dim: int
     matryoshka: bool
+    embedder_prompt_names: tuple[str, ...] = ()  # the embedder's named prompts (``prompt_name``)
+    embedder_instruction: bool = False  # the embedder's query prompt takes an ``instruction``
+    reranker_instruction: bool = False  # the reranker takes an ``instruction`` (a causal LM, or such an embedder)
 
     @classmethod
     def from_settings(cls, settings: object) -> ServedNames:
@@ -27,12 +32,17 @@ class ServedNames:
 
         served = settings.served  # type: ignore[attr-defined]
         embedder = embedder_identity(settings.embedder)  # type: ignore[attr-defined]
-        reranker_id = model_id(inspect_model(settings.reranker_model))  # type: ignore[attr-defined]
+        prompts = inspect_model(settings.embedder).prompts  # type: ignore[attr-defined]
+        reranker = inspect_model(settings.reranker_model)  # type: ignore[attr-defined]
         return cls(
-            reranker=tuple(dict.fromkeys([reranker_id, *served.reranker.aliases])),
+            reranker=tuple(dict.fromkeys([model_id(reranker), *served.reranker.aliases])),
             embedder=tuple(dict.fromkeys([embedder.model_id, *served.embedder.aliases])),
             embedder_dim=embedder.dim,
             matryoshka=served.embedder.matryoshka,
+            embedder_prompt_names=tuple(sorted(prompts.named)),
+            embedder_instruction=prompts.instruction_template is not None,
+            reranker_instruction=reranker.kind == "causal-lm" or (
+                reranker.kind == "bi-encoder" and reranker.prompts.instruction_template is not None),
         )
 
     def names(self, task: Task) -> tuple[str, ...]:

@@ -100,9 +100,15 @@ def install(app: FastAPI, values: dict[str, Any]) -> None:
 
 def contract_values(limits: Any, names: Any) -> dict[str, Any]:
     """The values markers may name: every ``limits`` field, the served names, the embedder's
-    dimension (``dimensions`` above it is refused) and the dimensions it can be cut to."""
+    dimension (``dimensions`` above it is refused) and the dimensions it can be cut to, the
+    embedder's prompt names, and the longest instruction each model takes (0: it takes none, so
+    only ``null`` is schema-valid)."""
+    instruction = limits.max_instruction_chars
     return {
         **limits.model_dump(),
+        "embedder_prompt_names": list(names.embedder_prompt_names),
+        "reranker_instruction_chars": instruction if names.reranker_instruction else 0,
+        "embedder_instruction_chars": instruction if names.embedder_instruction else 0,
         "reranker_names": list(names.reranker),
         "embedder_names": list(names.embedder),
         "embedder_dim": names.embedder_dim,
