@@ -88,8 +88,12 @@ def _occupy_reranker(app: ServeApp, metrics_text) -> threading.Thread:
 
 
 def _dropped(metrics: dict) -> float:
-    return sum(_value(metrics, "steadyrank_requests_dropped_total", deployment="reranker", reason=r)
-               for r in ("deadline", "disconnected"))
+    """Requests dropped for their deadline or a gone client, before any forward pass: by the
+    Reranker, or already by the ingress when the request expired while it waited there for the work
+    units the long rerank holds (which of the two depends on timing; either spends no forward pass,
+    which ``_reranked_count`` checks)."""
+    return sum(_value(metrics, "steadyrank_requests_dropped_total", deployment=d, reason=r)
+               for d in ("ingress", "reranker") for r in ("deadline", "disconnected"))
 
 
 def _more_dropped(metrics_text, before: dict) -> dict | None:
