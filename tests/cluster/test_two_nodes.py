@@ -270,8 +270,8 @@ def test_worker_node_lost_under_load(cluster: LocalCluster, app: str):
         wait_for(lambda: sum(ok for _, ok, _ in log) >= 10, 120, "10 searches answered before the kill", step_s=0.1)
         for t in slow_threads:  # the proxy spreads them over both Ingress replicas (less loaded first)
             t.start()
-        time.sleep(1.0)
-        assert not slow, "slow reranks finished before the kill: make them slower"
+        time.sleep(0.5)  # the proxy has handed them to the Ingress replicas
+        assert len(slow) <= len(slow_threads) // 2, "most slow reranks finished before the kill: make them slower"
         killed = time.monotonic()
         cluster.nodes["worker"].kill()
         end = killed + 240  # probe until ready and searching again, or 4 minutes
