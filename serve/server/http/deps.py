@@ -129,7 +129,7 @@ def refusal(request: Request, name: str) -> tuple[str, SteadyrankError] | None:
     queue = gate.work[model]
     if queue.refusal(units, limits.request_timeout_s) is None:  # a request's own deadline is never longer
         return None
-    refused = gateway.work_refusal(model, units, gateway.deadline(request))
+    refused = gateway.work_refusal(model, units, gateway.timeout_s(request))
     return None if refused is None else ("overloaded", refused)
 
 

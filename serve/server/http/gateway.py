@@ -92,8 +92,8 @@ class Gateway:
         self.facts: dict[str, dict[str, Any]] = {}
         self.background: set[asyncio.Task] = set()
 
-    def deadline(self, request: Request) -> float:
-        """The request's deadline in seconds: ``limits.request_timeout_s``, or less when the client
+    def timeout_s(self, request: Request) -> float:
+        """The seconds the request may take from its arrival: ``limits.request_timeout_s``, or less when the client
         asks for less with ``X-Request-Timeout``."""
         limit = self.limits.request_timeout_s
         header = request.headers.get("x-request-timeout")
@@ -108,15 +108,15 @@ class Gateway:
         return min(asked, limit)
 
     def ends(self, request: Request) -> float:
-        """When (``time.monotonic()``) the request's deadline passes: :meth:`deadline` seconds from its
+        """When (``time.monotonic()``) the request's deadline passes: :meth:`timeout_s` seconds from its
         arrival."""
-        return arrival(request) + self.deadline(request)
+        return arrival(request) + self.timeout_s(request)
 
     def remaining(self, request: Request) -> float:
         """Seconds left of the request's deadline (504 when none are)."""
         left = self.ends(request) - time.monotonic()
         if left <= 0:
-            raise past_deadline(self.deadline(request))
+            raise past_deadline(self.timeout_s(request))
         return left
 
     async def within(self, request: Request, work: Awaitable[T]) -> T:
@@ -125,7 +125,7 @@ class Gateway:
         try:
             return await asyncio.wait_for(work, self.remaining(request))
         except asyncio.TimeoutError:
-            raise past_deadline(self.deadline(request)) from None
+            raise past_deadline(self.timeout_s(request)) from None
 
     async def call(self, deadline: float, call: Callable[[], Awaitable[Any]], stated: float | None = None) -> Any:
         """Await ``call()`` under ``deadline`` seconds (see the module docstring); a 504 states the
@@ -188,7 +188,7 @@ class Gateway:
             self.services.recorder.set("steadyrank_queued_work_units", queue.pending, model=model)
 
         try:
-            out = await self.call(deadline, send, self.deadline(request))
+            out = await self.call(deadline, send, self.timeout_s(request))
         except DeadlineExceeded:
             if sent and not sent[-1].done():  # the model still has it: its units stay until it is done
                 self.detach(settle(sent[-1], release), f"{model} work past its deadline")

@@ -132,7 +132,7 @@ class Scoring:
         rendered on a worker thread under the request's deadline (504 beyond)."""
         if all(isinstance(d, str) for d in documents):
             return [d for d in documents if isinstance(d, str)]
-        ends, stated = self.gateway.ends(request), self.gateway.deadline(request)
+        ends, stated = self.gateway.ends(request), self.gateway.timeout_s(request)
 
         def each(i: int, text: str) -> None:
             check_size(self.limits, text, "documents", i)

@@ -74,7 +74,7 @@ async def search(request: Request, raw: AdmittedBody, role: Annotated[Role, Depe
 async def embeddings(request: Request, raw: AdmittedBody) -> Response:
     """OpenAI-shaped embeddings (L2-normalised; FP32-normalised under HPS)."""
     app = parts_of(request)
-    app.gateway.deadline(request)  # a bad X-Request-Timeout is refused before any work
+    app.gateway.timeout_s(request)  # a bad X-Request-Timeout is refused before any work
     body = app.scoring.parse(raw, schemas.EmbeddingRequest)
     texts = body.texts()
     app.scoring.check_embedding_texts(texts, isinstance(body.input, str), "input")

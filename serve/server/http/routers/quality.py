@@ -18,7 +18,7 @@ async def _report(request: Request, method: str) -> Response:
     evaluator = app.services.evaluator
     if evaluator is None:
         raise NotFoundError("the shadow evaluator is off (quality.enabled: false)")
-    return JSON(await app.gateway.call(app.gateway.deadline(request), lambda: getattr(evaluator, method).remote()))
+    return JSON(await app.gateway.call(app.gateway.timeout_s(request), lambda: getattr(evaluator, method).remote()))
 
 
 @router.get("/v1/canary", tags=["quality"], responses=errors(400, 401, 404, 503, 504),
