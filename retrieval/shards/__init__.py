@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ below imp
         Gathered,
         ShardAnswer,
         ShardHits,
-        ShardUnavailableError,
+        ShardsIncomplete,
         answer_from_store,
         merge_answers,
         merge_hits,
@@ -41,7 +41,7 @@ _EXPORTS: dict[str, str] = {
     "Gathered": "steadyrank.retrieval.shards.gather",
     "ShardAnswer": "steadyrank.retrieval.shards.gather",
     "ShardHits": "steadyrank.retrieval.shards.gather",
-    "ShardUnavailableError": "steadyrank.retrieval.shards.gather",
+    "ShardsIncomplete": "steadyrank.retrieval.shards.gather",
     "answer_from_store": "steadyrank.retrieval.shards.gather",
     "merge_answers": "steadyrank.retrieval.shards.gather",
     "merge_hits": "steadyrank.retrieval.shards.gather",
@@ -52,7 +52,7 @@ _EXPORTS: dict[str, str] = {
 
 # sorted(_EXPORTS), spelled out: a type checker reads only a literal __all__ (tests/test_layout.py checks both)
 __all__ = [
-    "Gathered", "ShardAnswer", "ShardHits", "ShardUnavailableError", "ShardedIndex", "answer_from_store",
+    "Gathered", "ShardAnswer", "ShardHits", "ShardsIncomplete", "ShardedIndex", "answer_from_store",
     "build_sharded_index", "merge_answers", "merge_hits", "open_index", "open_shard", "read_shards_manifest",
     "scatter_gather", "shard_of",
 ]

@@ -11,7 +11,7 @@ scores equal the unsharded ones because every shard is scored with the corpus-wi
 Approximate indexes (HNSW, IVF) are merged the same way; their recall is that of each shard.
 
 Deadlines. :func:`scatter_gather` waits ``timeout_s`` for all shards; a shard that fails or does not
-answer in time raises :class:`ShardUnavailableError`, or with ``partial_ok`` the others' answers are
+answer in time raises :class:`ShardsIncomplete`, or with ``partial_ok`` the others' answers are
 merged and the missing shards reported — documents are never dropped silently.
 """
 
@@ -31,8 +31,9 @@ from steadyrank.retrieval.search import Candidates, Hits, final_candidates
 from steadyrank.retrieval.store import IndexStore
 
 
-class ShardUnavailableError(RuntimeError):
-    """A shard failed or missed its deadline and partial results are not allowed."""
+class ShardsIncomplete(RuntimeError):
+    """A scatter-gather lacks a shard's answer (it failed or missed its deadline) and partial results
+    are not allowed (the server answers it with :class:`steadyrank.serve.errors.ShardUnavailable`, 503)."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ async def scatter_gather(
 ) -> Gathered:
     """Call every shard at once (``calls[i]()`` answers for shard i), wait at most ``timeout_s``,
     merge exactly. A shard that raises or misses the deadline (not done by then, or ended by a
-    deadline of its own: ``TimeoutError``) raises :class:`ShardUnavailableError` naming it, unless
+    deadline of its own: ``TimeoutError``) raises :class:`ShardsIncomplete` naming it, unless
     ``partial_ok`` (then it is listed in ``Gathered.missing``; all missing still raises)."""
     if not calls:
         raise ValueError("no shards to search")
@@ -147,7 +148,7 @@ async def scatter_gather(
             answers.append(task.result())
     if missing and (not partial_ok or not answers):
         detail = "; ".join(f"shard {i}: {why}" for i, why in sorted(missing.items()))
-        raise ShardUnavailableError(f"{len(missing)} of {len(calls)} shards did not answer ({detail})")
+        raise ShardsIncomplete(f"{len(missing)} of {len(calls)} shards did not answer ({detail})")
     found, documents = merge_answers(answers, mode, depth, rrf_k=rrf_k, rrf_weights=rrf_weights)
     vectors: dict[str, np.ndarray] | None = None
     if answers and all(a.vectors is not None for a in answers):

@@ -22,7 +22,7 @@ from steadyrank.retrieval.shards import (
     ShardAnswer,
     ShardedIndex,
     ShardHits,
-    ShardUnavailableError,
+    ShardsIncomplete,
     answer_from_store,
     build_sharded_index,
     merge_answers,
@@ -177,7 +177,7 @@ def test_scatter_gather_deadline_fails_loudly_or_reports_partial():
 
     one, two = _answer(["a"], [0.5], [0]), _answer(["b"], [0.6], [1])
     calls = [lambda: fast(one), slow, lambda: fast(two)]
-    with pytest.raises(ShardUnavailableError, match="shard 1: no answer within 0.2 s"):
+    with pytest.raises(ShardsIncomplete, match="shard 1: no answer within 0.2 s"):
         asyncio.run(scatter_gather(calls, mode="dense", depth=5, timeout_s=0.2))
     partial = asyncio.run(scatter_gather(calls, mode="dense", depth=5, timeout_s=0.2, partial_ok=True))
     assert partial.partial and set(partial.missing) == {1}
@@ -186,9 +186,9 @@ def test_scatter_gather_deadline_fails_loudly_or_reports_partial():
     async def own_deadline() -> ShardAnswer:  # a call bounded by its own wait_for, ending first
         return await asyncio.wait_for(asyncio.sleep(5), timeout=0.05)
 
-    with pytest.raises(ShardUnavailableError, match="shard 1: no answer within 1 s"):
+    with pytest.raises(ShardsIncomplete, match="shard 1: no answer within 1 s"):
         asyncio.run(scatter_gather([lambda: fast(one), own_deadline], mode="dense", depth=5, timeout_s=1))
-    with pytest.raises(ShardUnavailableError, match="RuntimeError: replica died"):
+    with pytest.raises(ShardsIncomplete, match="RuntimeError: replica died"):
         asyncio.run(scatter_gather([lambda: fast(one), broken], mode="dense", depth=5, timeout_s=1))
     whole = asyncio.run(scatter_gather([lambda: fast(one), lambda: fast(two)], mode="dense", depth=5, timeout_s=1))
     assert not whole.partial and whole.candidates.doc_ids == ["b", "a"]

@@ -75,15 +75,15 @@ def test_a_shard_call_whose_replica_died_is_made_again_and_the_search_is_whole()
 def test_a_shard_that_stays_lost_fails_the_search_at_its_timeout_and_other_errors_are_not_repeated() -> None:
     from ray.exceptions import ActorDiedError
 
-    from steadyrank.retrieval.shards import ShardUnavailableError
+    from steadyrank.retrieval.shards import ShardsIncomplete
 
     gone = Shard("b", 0.9, 1, [ActorDiedError() for _ in range(1000)])
     front, _ = retriever([Shard("a", 0.5, 0, []), gone], timeout_s=0.5)
-    with pytest.raises(ShardUnavailableError, match="shard 1"):
+    with pytest.raises(ShardsIncomplete, match="shard 1"):
         asyncio.run(front.search("q", VECTOR, "dense", 5))
     assert 2 <= gone.calls <= 7  # one attempt per 0.1 s pause, within the shard timeout
     broken = Shard("b", 0.9, 1, [RuntimeError("a bug in the shard")])
     front, store = retriever([Shard("a", 0.5, 0, []), broken], timeout_s=5)
-    with pytest.raises(ShardUnavailableError, match="RuntimeError: a bug in the shard"):
+    with pytest.raises(ShardsIncomplete, match="RuntimeError: a bug in the shard"):
         asyncio.run(front.search("q", VECTOR, "dense", 5))
     assert broken.calls == 1 and repeats(front, store) == 0

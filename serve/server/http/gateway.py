@@ -65,7 +65,7 @@ def root_cause(exc: BaseException) -> BaseException:
 def domain_error(exc: BaseException, deadline_s: float, retry_after_s: int,
                  host: HostFailures) -> SteadyrankError | None:
     """The domain error ``exc`` (raised by a component call) stands for, or None for a bug."""
-    from steadyrank.retrieval.shards import ShardUnavailableError
+    from steadyrank.retrieval.shards import ShardsIncomplete
 
     cause = root_cause(exc)
     if isinstance(cause, SteadyrankError):
@@ -77,7 +77,7 @@ def domain_error(exc: BaseException, deadline_s: float, retry_after_s: int,
     hosted = host.domain(cause, retry_after_s) or host.domain(exc, retry_after_s)
     if hosted is not None:
         return hosted
-    if isinstance(cause, ShardUnavailableError):
+    if isinstance(cause, ShardsIncomplete):
         return ShardUnavailable(f"index shard unavailable: {cause}", retry_after_s=retry_after_s)
     return None
 
