@@ -22,7 +22,7 @@ def test_judged_searches_become_golden_queries_and_the_rest_is_skipped(tmp_path,
     with (tmp_path / "judged.jsonl").open("ab") as handle:
         handle.write(b'{"day": "2026-11-27", "status": "jud')  # a torn last line is tolerated
     out = tmp_path / "golden.jsonl"
-    assert main(["golden", "from-live", str(tmp_path / "judged.jsonl"), "--out", str(out), "--min-judged", "2",
+    assert main(["golden", "from-live", str(tmp_path / "judged.jsonl"), "--golden-out", str(out), "--min-judged", "2",
                  "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report == {"records": 5, "queries": 1, "judgments": 3, "out": str(out)}
@@ -33,6 +33,6 @@ def test_judged_searches_become_golden_queries_and_the_rest_is_skipped(tmp_path,
 
 def test_nothing_to_convert_is_a_clear_error(tmp_path, capsys) -> None:
     (tmp_path / "judged.jsonl").write_text("")
-    assert main(["golden", "from-live", str(tmp_path / "judged.jsonl"), "--out", str(tmp_path / "g.jsonl")]) != 0
+    assert main(["golden", "from-live", str(tmp_path / "judged.jsonl"), "--golden-out", str(tmp_path / "g.jsonl")]) != 0
     assert "no judged /v1/search sample with at least 3 judged documents" in capsys.readouterr().err
     assert not (tmp_path / "g.jsonl").exists()

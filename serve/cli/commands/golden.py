@@ -77,7 +77,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "of its samples' grades (later ones win). Review them before use: a live sample judges only "
                     "what was served.")
     from_live.add_argument("store", metavar="JUDGMENTS", help="the judgments file (quality.live_judging.store)")
-    from_live.add_argument("--out", required=True, metavar="FILE", help="golden JSONL file to write (replaced atomically)")
+    from_live.add_argument("--golden-out", required=True, metavar="FILE",
+                           help="golden JSONL file to write (replaced atomically)")
     from_live.add_argument("--min-judged", type=int, default=3,
                            help="skip queries with fewer judged documents (default %(default)s)")
     from_live.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -226,7 +227,7 @@ def run_from_live(args: argparse.Namespace) -> int:
     queries = golden_from_live(records, min_judged=args.min_judged)
     if not queries:
         raise ValueError(f"{args.store}: no judged /v1/search sample with at least {args.min_judged} judged documents")
-    out = Path(args.out)
+    out = Path(args.golden_out)
     atomic_write_bytes(out, "".join(json.dumps(q, ensure_ascii=False, sort_keys=True) + "\n" for q in queries).encode())
     load_golden(out)  # the server reads it
     report = {"records": len(records), "queries": len(queries), "judgments": sum(len(q["judgments"]) for q in queries),
