@@ -196,3 +196,37 @@ def test_the_store_tolerates_a_torn_tail_and_cuts_it_before_appending(tmp_path) 
     path.write_bytes(whole + b"{not json\n" + whole)  # damage before the end is refused, not skipped
     with pytest.raises(StoreDamagedError, match=":3:"):
         read_records(path)
+
+
+async def test_with_a_canary_both_variants_are_measured_on_one_judged_pool(tmp_path) -> None:
+    """The canary's ranking comes from a stand-in Searcher (a shadow copy of the search; no model runs
+    here): it serves "good" first where the primary served it last."""
+    calls = []
+
+    async def search(call: Any) -> dict[str, Any]:
+        calls.append(call)
+        return {"results": [{"id": d, "relevance_score": 1.0 - i / 10, "text": PASSAGES[d]}
+                            for i, d in enumerate(["good", "some"])]}
+
+    with StandinLLM() as llm:
+        settings = LiveJudgingSettings(enabled=True, store=str(tmp_path / "judged.jsonl"), rate_per_minute=60)
+        judge = functools.partial(live_judge, str(judge_config(tmp_path / "judge.json", llm.base_url)))
+        service = LiveJudging(settings, judge, Recording(), search, ("primary", "canary"))
+        assert service.offer(sample(["off", "some", "good"])) is None
+        record = await service.judge_sample(service.queue.get_nowait())
+    assert calls[0].variant == "canary" and calls[0].shadow and calls[0].return_documents
+    assert record["served"] == {"primary": ["off", "some", "good"], "canary": ["good", "some"]}
+    assert llm.requests == 3  # the union of both lists, each passage graded once
+    assert record["values"]["canary"]["ndcg@10"] == 1.0 > record["values"]["primary"]["ndcg@10"]
+    assert service.estimates()["canary"]["ndcg@10"]["n"] == 1
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"enabled": True}, "needs `store`"),
+    ({"floors": {"mrr@10": 0.5}}, "not in `measures`"),
+    ({"measures": ["ndcg@10", "harm@10"], "floors": {"harm@10": 0.1}}, "lower-is-better"),
+    ({"measures": ["ndcg@x"]}, "ndcg@x"),
+])
+def test_settings_refuse_what_cannot_work(section: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        LiveJudgingSettings(**section)
