@@ -230,3 +230,19 @@ async def test_with_a_canary_both_variants_are_measured_on_one_judged_pool(tmp_p
 def test_settings_refuse_what_cannot_work(section: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         LiveJudgingSettings(**section)
+
+
+async def test_the_canary_copy_is_judged_only_within_the_cap(tmp_path) -> None:
+    """The primary served 2 passages, the canary adds 1 more: with a cap of 2 calls a day only the
+    primary is judged (stand-in Searcher as above)."""
+
+    async def search(call: Any) -> dict[str, Any]:
+        return {"results": [{"id": d, "relevance_score": 0.5, "text": PASSAGES[d]} for d in ("good", "some")]}
+
+    with StandinLLM() as llm:
+        settings = LiveJudgingSettings(enabled=True, store=str(tmp_path / "judged.jsonl"), max_calls_per_day=2)
+        judge = functools.partial(live_judge, str(judge_config(tmp_path / "judge.json", llm.base_url)))
+        service = LiveJudging(settings, judge, Recording(), search, ("primary", "canary"))
+        assert service.offer(sample(["off", "some"])) is None
+        record = await service.judge_sample(service.queue.get_nowait())
+    assert list(record["served"]) == ["primary"] and llm.requests == 2 and service.used[0] == 2

@@ -214,7 +214,7 @@ class LiveJudging:
         canary = await self._canary(sample)
         if canary is not None:
             extra = len({d for d, _, _ in canary} - {d for d, _, _ in rankings["primary"]})
-            if self._room(extra):
+            if self._room(sample["planned"] + extra):  # the primary's passages are not charged yet
                 rankings["canary"] = canary
         passages = list({d: (d, text) for ranking in rankings.values() for d, _, text in ranking}.values())
         day = utc_day(self.clock())
