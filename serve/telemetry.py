@@ -191,6 +191,35 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
                "Replicas of each Ray Serve deployment of the application by state (RUNNING, STARTING, "
                "STOPPING, …), read from Serve's status when /metrics is scraped.",
                ("deployment", "state")),
+    # --- live judged samples (quality.live_judging) ----------------------------------------------
+    MetricSpec("steadyrank_live_judged_samples_total", "counter",
+               "Served rankings offered to live judging, by outcome: judged, failed (the judge failed; stored), "
+               "unsampled (over the sampling rate), capped (the daily cost cap had no room), dropped (the judge "
+               "queue was full), no_text (a search without return_documents: nothing to judge).",
+               ("outcome",)),
+    MetricSpec("steadyrank_live_judged_quality", "gauge",
+               "Live quality of the served top `depth` against its judged grades: mean over the last "
+               "quality.live_judging.window judged samples (bound: point) and its percentile bootstrap "
+               "interval (bound: low, high), per variant.",
+               ("variant", "metric", "k", "bound")),
+    MetricSpec("steadyrank_live_judged_quality_floor", "gauge",
+               "The configured alert floor of a live judged measure (quality.live_judging.floors).",
+               ("metric", "k")),
+    MetricSpec("steadyrank_live_judged_window_samples", "gauge",
+               "Judged samples behind the live estimate, per variant.",
+               ("variant",)),
+    MetricSpec("steadyrank_live_judged_judge_calls_total", "counter",
+               "Judge requests made by live judging (retries included).",
+               ()),
+    MetricSpec("steadyrank_live_judged_tokens_total", "counter",
+               "Judge prompt + completion tokens spent by live judging, as the judge reports them.",
+               ()),
+    MetricSpec("steadyrank_live_judged_budget_used_ratio", "gauge",
+               "Share of today's (UTC) live judging cost cap used, by unit (calls, tokens).",
+               ("unit",)),
+    MetricSpec("steadyrank_live_judged_queue_depth", "gauge",
+               "Admitted samples waiting for the live judge.",
+               ()),
 )
 
 _OPS: dict[str, tuple[Kind, ...]] = {"inc": ("counter", "gauge"), "observe": ("histogram",), "set": ("gauge",)}

@@ -103,5 +103,8 @@ def check_files(settings: Settings) -> None:
     quality = settings.quality
     if quality.enabled and quality.golden is not None and not Path(quality.golden).expanduser().exists():
         problems.append(f"quality.golden: no such file or folder: {quality.golden}")
+    live = quality.live_judging
+    if quality.enabled and live.enabled and live.judge is not None and not Path(live.judge).expanduser().is_file():
+        problems.append(f"quality.live_judging.judge: no judge config file at {live.judge}")
     if problems:
         raise SettingsError("\n".join(f"settings: {p}" for p in problems))

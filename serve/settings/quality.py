@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from steadyrank.metrics import parse_measures
 
 
 class CanaryRules(BaseModel):
@@ -40,6 +42,64 @@ class ProbeSettings(BaseModel):
                                                "steadyrank_probe_margin_floor{probe=\"name\"})")
     floor_topic: float = Field(default=0.0,
                                description="alert floor of the base Δtopic (steadyrank_probe_margin_floor{probe=\"topic\"})")
+
+
+class LiveJudgingSettings(BaseModel):
+    """Live judged samples (docs/guides/quality.md, "Live judged samples"): sampled served rankings of
+    ``/v1/search`` and ``/v1/rerank`` graded by the judge of ``golden build``, off the request path.
+
+    Cost cap, per UTC day: ``max_calls_per_day`` judge requests (an ``openai-chat`` judge makes one
+    per passage, each retry counting again; the ``reranker`` judge one batched pass per sample) and
+    ``max_tokens_per_day`` prompt + completion tokens as the judge reports them. A sample is admitted
+    only while today's calls, plus those reserved by queued samples, plus its own passages stay within
+    the call cap and today's tokens are below the token cap; what a judged sample really cost is then
+    charged, so the caps are passed by at most one sample's retries and tokens.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(default=False, description="judge sampled served rankings (needs `store`; runs in the "
+                                                     "shadow evaluator, so quality.enabled too)")
+    judge: str | None = Field(default=None, description="judge config file, the one `steadyrank golden build --judge` "
+                                                         "reads (type reranker or openai-chat); unset = the bundled "
+                                                         "MiniLM reranker judge")
+    store: str | None = Field(default=None, description="append-only JSONL file of the judgments (audit, restart, "
+                                                         "`steadyrank golden from-live`); required when enabled")
+    rate_per_minute: float = Field(default=2.0, gt=0, description="sampled rankings per minute (token bucket)")
+    burst: int = Field(default=1, ge=1, description="samples the rate limiter may admit at once after a quiet spell")
+    depth: int = Field(default=10, ge=1, le=26, description="served results judged per sample (the top `depth`)")
+    max_calls_per_day: int = Field(default=2000, ge=1, description="judge requests per UTC day (see the class docstring)")
+    max_tokens_per_day: int = Field(default=2_000_000, ge=1, description="judge prompt + completion tokens per UTC day")
+    queue_size: int = Field(default=16, ge=1, description="admitted samples waiting for the judge; a sample beyond "
+                                                          "is dropped and counted")
+    window: int = Field(default=200, ge=2, description="latest judged samples per variant behind the estimate")
+    measures: list[str] = Field(default_factory=lambda: ["ndcg@10", "precision4@10", "harm@10"],
+                                description="measures of the served top `depth` against its judged grades "
+                                            "(metrics registry names)")
+    floors: dict[str, float] = Field(default_factory=dict, description="alert floor per measure, e.g. {'ndcg@10': 0.6} "
+                                                                      "(exported as steadyrank_live_judged_quality_floor)")
+    confidence: float = Field(default=0.95, gt=0, lt=1, description="confidence of the percentile bootstrap interval")
+    resamples: int = Field(default=2000, ge=100, description="bootstrap resamples")
+
+    @field_validator("measures")
+    @classmethod
+    def _known_measures(cls, value: list[str]) -> list[str]:
+        parse_measures(value)  # an unknown name or a bad cutoff is a ValueError naming it
+        if not value:
+            raise ValueError("give at least one measure")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LiveJudgingSettings:
+        if self.enabled and self.store is None:
+            raise ValueError("live judging needs `store` (the judgments file: the audit, and the daily cost cap "
+                             "survives a restart through it)")
+        unknown = sorted(set(self.floors) - set(self.measures))
+        if unknown:
+            raise ValueError(f"floors name measures that are not in `measures`: {unknown}")
+        if any(name.startswith("harm") for name in self.floors):
+            raise ValueError("harm is lower-is-better: a floor cannot apply to it")
+        return self
 
 
 class QualitySettings(BaseModel):
@@ -86,6 +146,7 @@ class QualitySettings(BaseModel):
     )
     canary: CanaryRules = Field(default_factory=CanaryRules)
     probes: ProbeSettings = Field(default_factory=ProbeSettings)
+    live_judging: LiveJudgingSettings = Field(default_factory=LiveJudgingSettings)
 
     @field_validator("grade_map")
     @classmethod

@@ -56,6 +56,14 @@ CONTRACT = {
     "steadyrank_probe_rounds_total": "counter",
     "steadyrank_partial_searches_total": "counter",
     "steadyrank_deployment_replicas": "gauge",
+    "steadyrank_live_judged_samples_total": "counter",
+    "steadyrank_live_judged_quality": "gauge",
+    "steadyrank_live_judged_quality_floor": "gauge",
+    "steadyrank_live_judged_window_samples": "gauge",
+    "steadyrank_live_judged_judge_calls_total": "counter",
+    "steadyrank_live_judged_tokens_total": "counter",
+    "steadyrank_live_judged_budget_used_ratio": "gauge",
+    "steadyrank_live_judged_queue_depth": "gauge",
 }
 
 

@@ -10,7 +10,8 @@ delimiters is the prompt's own text. Text inside a tagged data block (``<query>`
 ``<passage id="A">``: what the judge's prompts use) is read as data only.
 It can fail (HTTP 500), rate-limit (HTTP 429 with a ``Retry-After`` header), answer invalid JSON,
 answer with ``usage.prompt_tokens: null`` or with a malformed body (a choice without its message),
-or delay answers, and records requests and the peak number in flight.
+or delay answers, or hold every answer until a ``gate`` event is set (a judge that blocks until released),
+and records requests and the peak number in flight.
 """
 
 from __future__ import annotations
@@ -91,10 +92,12 @@ class StandinLLM:
     ``usage.prompt_tokens: null``."""
 
     def __init__(self, *, delay_s: float = 0.0, fail_first: int = 0, invalid_first: int = 0, rate_limit_first: int = 0,
-                 retry_after: str = "1", malformed_first: int = 0, null_usage: bool = False) -> None:
+                 retry_after: str = "1", malformed_first: int = 0, null_usage: bool = False,
+                 gate: threading.Event | None = None) -> None:
         self.delay_s, self.fail_first, self.invalid_first = delay_s, fail_first, invalid_first
         self.rate_limit_first, self.retry_after = rate_limit_first, retry_after
         self.malformed_first, self.null_usage = malformed_first, null_usage
+        self.gate = gate
         self.requests = 0
         self.completions = 0
         self.in_flight = 0
@@ -141,6 +144,8 @@ class StandinLLM:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
+            if self.gate is not None and not self.gate.wait(timeout=120):
+                raise TimeoutError("the stand-in judge's gate was never released")
             time.sleep(self.delay_s)
             if number <= self.rate_limit_first:
                 handler._send(429, {"error": {"message": "rate limited", "type": "rate_limit_error"}},

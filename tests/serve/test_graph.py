@@ -8,7 +8,7 @@ import inspect
 
 import pytest
 
-from steadyrank.serve.server.hosting.graph import HUB, INGRESS_ARGS, Ref, components
+from steadyrank.serve.server.hosting.graph import HUB, INGRESS_ARGS, Ref, components, live_judge
 from steadyrank.serve.server.quality.service import GoldenProfile
 from steadyrank.serve.settings import load_settings
 
@@ -49,7 +49,10 @@ def test_optional_components_follow_the_settings() -> None:
     assert searcher.args[1:] == (Ref("embedder"), Ref("retriever"), Ref("reranker"), None, HUB)
     full = components(load_settings({"quality": {"enabled": True}, "search": {"default_mode": "bm25", "denoise": "off"}}))
     assert keys(full)[-1] == "evaluator"
-    assert full[-1].args[1:] == (Ref("searcher"), HUB, ("primary",), GoldenProfile("bm25", "off"))
+    assert full[-1].args[1:] == (Ref("searcher"), HUB, ("primary",), GoldenProfile("bm25", "off"), None)
+    judged = components(load_settings({"quality": {"live_judging": {"enabled": True, "store": "judged.jsonl"}}}))
+    factory = judged[-1].args[-1]  # live judging on: the golden build judge's factory (default: bundled reranker)
+    assert factory.func is live_judge and factory.args == (None,)
     reranker = next(c for c in full if c.key == "reranker")
     assert reranker.ray_options(load_settings({}))["name"] == "Reranker"
 

@@ -70,6 +70,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     audit.add_argument("--json", action="store_true", help="print JSON")
     audit.set_defaults(func=run_audit)
 
+    from_live = commands.add_parser(
+        "from-live", help="golden-set queries from live judged samples (quality.live_judging.store)",
+        description="Turn the judged /v1/search samples of a live judgments file into golden-set queries "
+                    "(the server's golden JSONL: query_id, query, judgments): one per normalised query, the union "
+                    "of its samples' grades (later ones win). Review them before use: a live sample judges only "
+                    "what was served.")
+    from_live.add_argument("store", metavar="JUDGMENTS", help="the judgments file (quality.live_judging.store)")
+    from_live.add_argument("--golden-out", required=True, metavar="FILE",
+                           help="golden JSONL file to write (replaced atomically)")
+    from_live.add_argument("--min-judged", type=int, default=3,
+                           help="skip queries with fewer judged documents (default %(default)s)")
+    from_live.add_argument("--json", action="store_true", help="print the summary as JSON")
+    from_live.set_defaults(func=run_from_live)
+
 
 def _build_settings(args: argparse.Namespace) -> Any:
     import yaml
@@ -196,4 +210,31 @@ def run_audit(args: argparse.Namespace) -> int:
               f"{agreement['judged_in_both']} documents judged in both)")
         print(format_table(["measure", "mean", "queries"],
                            [[k, v["mean"], v["queries"]] for k, v in agreement["mean"].items()], float_format="{:.3f}"))
+    return 0
+
+
+def run_from_live(args: argparse.Namespace) -> int:
+    from steadyrank.retrieval.fsio import atomic_write_bytes
+    from steadyrank.serve.server.quality.golden_sets import load_golden
+    from steadyrank.serve.server.quality.judgment_store import read_records
+    from steadyrank.serve.tools.golden.from_live import golden_from_live
+
+    if args.min_judged < 1:
+        raise ValueError(f"--min-judged must be >= 1, got {args.min_judged}")
+    if not Path(args.store).is_file():
+        raise FileNotFoundError(f"{args.store}: no judgments file")
+    records = read_records(args.store)
+    queries = golden_from_live(records, min_judged=args.min_judged)
+    if not queries:
+        raise ValueError(f"{args.store}: no judged /v1/search sample with at least {args.min_judged} judged documents")
+    out = Path(args.golden_out)
+    atomic_write_bytes(out, "".join(json.dumps(q, ensure_ascii=False, sort_keys=True) + "\n" for q in queries).encode())
+    load_golden(out)  # the server reads it
+    report = {"records": len(records), "queries": len(queries), "judgments": sum(len(q["judgments"]) for q in queries),
+              "out": str(out)}
+    if args.json:
+        print(dumps_json(report))
+    else:
+        print(f"{report['queries']} golden queries ({report['judgments']} judgments) from {report['records']} "
+              f"records -> {out}")
     return 0

@@ -20,6 +20,7 @@ deployment per shard (:mod:`serve.server.hosting.shards`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,14 @@ HUB = Ref("metrics_hub")
 #: events beyond its queue are dropped, never queued without bound.
 EVALUATOR_DEFAULTS = {"num_replicas": 1, "max_ongoing_requests": 8, "max_queued_requests": 32,
                       "ray_actor_options": {"num_cpus": 0.05}}
+
+def live_judge(config: str | None) -> Any:
+    """The judge of ``quality.live_judging``: the ``golden build`` judge of the config file ``config``
+    (None = the bundled MiniLM reranker judge), built in the evaluator's replica."""
+    from steadyrank.serve.tools.golden.judges import load_judge_settings, make_judge
+
+    return make_judge(load_judge_settings(config))
+
 
 #: The components the Ingress takes, in the order of its constructor's arguments after ``settings``.
 INGRESS_ARGS = ("searcher", "embedder", "reranker", "retriever", "metrics_hub", "evaluator")
@@ -117,6 +126,9 @@ def components(settings: Settings) -> list[Component]:
 
         variants = ("primary", "canary") if canary else ("primary",)
         profile = GoldenProfile(settings.search.default_mode, settings.search.denoise)
-        graph.append(Component("evaluator", ShadowEvaluator, (settings.quality, Ref("searcher"), HUB, variants, profile),
+        live = settings.quality.live_judging
+        judge = functools.partial(live_judge, live.judge) if live.enabled else None
+        graph.append(Component("evaluator", ShadowEvaluator,
+                               (settings.quality, Ref("searcher"), HUB, variants, profile, judge),
                                defaults=EVALUATOR_DEFAULTS))
     return graph

@@ -8,6 +8,9 @@ It replays golden queries through the Searcher (the same handles and routing use
 ``interval_s``, evaluates mirrored responses the ingress hands it after replying, and exports the
 golden and canary gauges through the metrics hub. With ``quality.probes.enabled`` it also replays the
 live Δ-margin probes (:mod:`serve.server.quality.probes`) through the Searcher's ``probe_keys``.
+With ``quality.live_judging.enabled`` it judges sampled served rankings
+(:mod:`serve.server.quality.live_judging`) with the judge ``judge`` builds (a factory the composition
+root passes: the judges live in ``serve.tools.golden.judges``, above this layer).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from steadyrank.serve.server.calls import SearchCall, Variant
 from steadyrank.serve.server.quality.golden_sets import load_golden
+from steadyrank.serve.server.quality.live_judging import JudgeFactory, LiveJudging
 from steadyrank.serve.server.quality.probes import LiveProbes
 from steadyrank.serve.server.quality.service import GoldenProfile, QualityService
 from steadyrank.serve.settings.quality import QualitySettings
@@ -28,7 +32,7 @@ class ShadowEvaluator:
     """Golden replays, live mirroring and canary reports (see ``serve.server.quality.service``)."""
 
     def __init__(self, settings: QualitySettings | dict, searcher: Any, hub: Any | MetricsStore,
-                 variants: Sequence[Variant], profile: GoldenProfile) -> None:
+                 variants: Sequence[Variant], profile: GoldenProfile, judge: JudgeFactory | None = None) -> None:
         """``searcher``, ``hub``: handles to the Searcher and the MetricsHub (a handle's call shape,
         ``handle.method.remote(...)``), or the hub's in-process store. Runs on the replica's event
         loop (Ray Serve calls a constructor there; so does the colocated Ingress,
@@ -50,9 +54,25 @@ class ShadowEvaluator:
 
             self.probes = LiveProbes(settings.probes, similarity, Recorder(hub), variants)
             self._probe_rounds = asyncio.get_running_loop().create_task(self.probes.run_forever())
+        self.live: LiveJudging | None = None
+        if settings.live_judging.enabled:
+            if judge is None:
+                raise ValueError("quality.live_judging is enabled but no judge was given")
+            self.live = LiveJudging(settings.live_judging, judge, Recorder(hub), search, variants)
+            self._live_worker = asyncio.get_running_loop().create_task(self.live.run_forever())
 
     async def mirror(self, event: dict[str, Any]) -> None:
+        """Evaluate a served search (golden match, canary copy); its ``live_sample``, when the ingress
+        sent one, is offered to live judging first (that never waits)."""
+        if self.live is not None and event.get("live_sample"):
+            self.live.offer(event["live_sample"])
         await self.service.mirror(event)
+
+    async def judge_live(self, event: dict[str, Any]) -> None:
+        """Offer a served ranking (``event``: a ``/v1/rerank`` answer's live sample) to live judging
+        (nothing when it is off)."""
+        if self.live is not None:
+            self.live.offer(event)
 
     async def replay_now(self) -> int:
         """Run one replay round at once (used by tests and operators); returns evaluations made."""
@@ -68,4 +88,5 @@ class ShadowEvaluator:
         return self.service.canary_report()
 
     async def status(self) -> dict:
-        return self.service.status()
+        live = {"enabled": False} if self.live is None else self.live.status()
+        return {**self.service.status(), "live_judging": live}

@@ -58,8 +58,9 @@ def evaluate_ranking(
     source: str,
     escalated: bool = False,
     latency_s: float = 0.0,
+    measures: Sequence[str] = GOLDEN_MEASURES,
 ) -> GoldenEvaluation:
-    """Evaluate ``candidates`` (doc id, score) in served order against ``golden``."""
+    """Evaluate ``candidates`` (doc id, score) in served order against ``golden`` on ``measures``."""
     ids = [doc for doc, _ in candidates]
     if len(set(ids)) != len(ids):
         raise ValueError(f"golden query {golden.query_id}: duplicate document ids in the served ranking")
@@ -68,7 +69,7 @@ def evaluate_ranking(
     scores = np.array([score for _, score in candidates], dtype=np.float64)
     result = evaluate(
         {golden.query_id: dict(zip(ids, scores.tolist(), strict=False))}, {golden.query_id: golden.relevance},
-        GOLDEN_MEASURES, rel_level=1, gmax=3, rubric_map=RELEVANCE_TO_RUBRIC,
+        measures, rel_level=1, gmax=3, rubric_map=RELEVANCE_TO_RUBRIC,
     )
     stats = {}
     for name, per_query in result.per_query[golden.query_id].items():

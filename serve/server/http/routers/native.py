@@ -14,6 +14,7 @@ from steadyrank.serve.server.calls import SearchCall
 from steadyrank.serve.server.http import schemas
 from steadyrank.serve.server.http.deps import AdmittedBody, Role, authorised, endpoint, scoring_post
 from steadyrank.serve.server.http.dialects import embeddings as embedding_dialect
+from steadyrank.serve.server.http.live_samples import rerank_sample, search_sample
 from steadyrank.serve.server.http.responses import JSON, errors, ignored_fields_header
 from steadyrank.serve.server.http.scoring import check_count, check_instruction, check_query
 from steadyrank.serve.server.http.state import parts_of
@@ -38,6 +39,9 @@ async def rerank(request: Request, raw: AdmittedBody) -> Response:
     ignored = body.ignored_fields()
     response = schemas.RerankResponse.build(out, body.documents, body.top_n, bool(body.return_documents),
                                              ignored).model_dump()
+    sample = rerank_sample(app.services.settings, body.query, texts, out, body.top_n, request.state.request_id)
+    if sample is not None and app.services.evaluator is not None:
+        app.gateway.detach(app.services.evaluator.judge_live.remote(sample), "live judging sample")
     return JSON({**response, "id": request.state.request_id}, headers=ignored_fields_header(ignored))
 
 
@@ -64,7 +68,8 @@ async def search(request: Request, raw: AdmittedBody, role: Annotated[Role, Depe
         event = {"request": call.model_dump(), "query": body.query, "candidates": outcome["candidates"],
                  "meta": outcome["meta"], "golden_query_id": request.headers.get("x-golden-query-id"),
                  "golden_trusted": role == "admin", "latency_s": time.perf_counter() - started,
-                 "request_id": request.state.request_id}
+                 "request_id": request.state.request_id,
+                 "live_sample": search_sample(app.services.settings, body.query, call, out, request.state.request_id)}
         app.gateway.detach(evaluator.mirror.remote(event), "mirror")
     return JSON(payload, headers=ignored_fields_header(body.ignored_fields()))
 
