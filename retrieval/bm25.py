@@ -174,6 +174,14 @@ def _tokenized(tokenizer: Tokenizer, texts: list[str]) -> Tokenized:
     return cast(Tokenized, tokens)  # bm25s's Tokenized, checked just above
 
 
+def term_ids(texts: list[str], settings: Bm25Settings) -> list[list[int]]:
+    """Each text's terms under ``settings`` as ids of one shared vocabulary (equal terms, equal ids).
+    A text without terms has none (bm25s stands an empty term ``""`` in for them; it is left out)."""
+    tokens = _tokenized(settings.tokenizer(), texts)
+    empty = tokens.vocab.get("")
+    return [[i for i in ids if i != empty] for ids in tokens.ids]
+
+
 class _CorpusStatsBM25(_bm25s.BM25):
     """bm25s's eager index, scored with given corpus statistics instead of those of the documents
     it holds (``build_index_from_ids`` is bm25s's documented override point). Per (term, document)

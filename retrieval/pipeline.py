@@ -1,19 +1,22 @@
 """The search pipeline — the one place a query becomes a served ranking (docs/ARCHITECTURE.md, "Search pipeline").
 
 query → ``denoise`` (``off`` | ``rules`` | ``llm``, :mod:`retrieval.rewrite`) → ``embed`` (dense and
-hybrid) → ``retrieve`` the top ``k_high`` candidates (dense | bm25 | hybrid) → ``rerank`` the first
-``k_low`` → ``route`` (dynamic K, :mod:`retrieval.routing`) → rerank up to the routed ``k`` → served
+hybrid) → ``retrieve`` the top ``k_high`` candidates (dense | bm25 | hybrid) → ``dedup`` (optional:
+near-duplicates among them suppressed, :mod:`retrieval.hygiene`) → ``rerank`` the first ``k_low``
+→ ``route`` (dynamic K, :mod:`retrieval.routing`) → rerank up to the routed ``k`` → ``boost``
+(optional: ``w`` · query-term overlap added to the rank keys, :mod:`retrieval.hygiene`) → served
 order (:mod:`retrieval.ranking`: FP32 rank keys descending, equal keys in retrieval order, a tie
 straddling ``top_n`` settled by FP32 re-scoring when the model offers it), then the candidates that
-were not reranked, in retrieval order.
+were not reranked, in retrieval order, then the suppressed near-duplicates, in retrieval order.
 
 The reranker runs in two passes (the first ``k_low`` candidates, then the rest up to the routed
 ``k``), so a pointwise reranker's scores are the same whatever the route.
 
 Stage names (seconds in :attr:`Ranked.timings`; the CLI's ``RUN.json`` and the server's
-``meta.stages_ms`` use the same): ``denoise`` (when not ``off``), ``embed``, ``retrieve``, ``rerank``
-(both passes and boundary re-scoring), ``route``. Every later stage sees the rewritten query. The
-retrieval-internal timings (``dense``, ``bm25``, ``fuse``, …) stay in ``Ranked.candidates.timings``.
+``meta.stages_ms`` use the same): ``denoise`` (when not ``off``), ``embed``, ``retrieve``, ``dedup``
+(when on), ``rerank`` (both passes and boundary re-scoring), ``route``, ``boost`` (when on). Every
+later stage sees the rewritten query. The retrieval-internal timings (``dense``, ``bm25``, ``fuse``,
+…) stay in ``Ranked.candidates.timings``.
 
 Model calls are async callables (:class:`SearchModels`): the ``Searcher`` deployment passes its
 DeploymentHandle calls, :func:`local_models` wraps in-process models for the CLI (run it with
@@ -31,12 +34,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from steadyrank.retrieval.candidate_pool import CandidatePool
+from steadyrank.retrieval.hygiene import (
+    NO_HYGIENE,
+    Hygiene,
+    boosted_keys,
+    query_term_overlap,
+    suppress_near_duplicates,
+)
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.protocols import Embedder, Reranker
 from steadyrank.retrieval.ranking import AsyncRescore, Ranking, rank_async
@@ -96,6 +106,9 @@ class Ranked:
     ``ranking``: the order of those ``k`` (input indices) and their tie facts. ``timings``: seconds
     per stage (module docstring); ``first_pass_s``: the ``k_low`` pass alone. ``query``: the original
     and rewritten query (:class:`~retrieval.rewrite.Rewrite`; None when :func:`rank_pool` ran alone).
+    ``demoted``: the suppressed near-duplicates (id → its representative's id, retrieval order), served
+    last and absent from ``candidates``. ``overlap``: the lexical boost's query-term overlap of the
+    first ``k`` candidates (None when the boost is off); ``rerank_keys`` then hold the boosted keys.
     """
 
     doc_ids: list[str]
@@ -109,6 +122,8 @@ class Ranked:
     timings: dict[str, float]
     first_pass_s: float = 0.0
     query: Rewrite | None = None
+    demoted: dict[str, str] = field(default_factory=dict)
+    overlap: np.ndarray | None = None
 
     @property
     def k(self) -> int:
@@ -137,6 +152,30 @@ def serve_order(doc_ids: list[str], rank_keys: np.ndarray,
     return [doc_ids[int(i)] for i in by_rank] + doc_ids[k:], np.concatenate([head[by_rank], tail])
 
 
+def with_demoted(ranked: Ranked, demoted: dict[str, str], timings: dict[str, float],
+                 query: Rewrite | None = None) -> Ranked:
+    """``ranked`` with the suppressed near-duplicates ``demoted`` served last, in their order: the
+    i-th (i = 1, 2, …) scores ``min(scores) − i`` (−i when nothing else is served); ``timings``
+    (the stages before reranking) come first in the merged timings."""
+    floor = float(np.min(ranked.scores)) if len(ranked.scores) else 0.0
+    tail = floor - np.arange(1, len(demoted) + 1, dtype=np.float64)
+    scores = np.concatenate([np.asarray(ranked.scores, dtype=np.float64), tail])
+    return replace(ranked, doc_ids=ranked.doc_ids + list(demoted), scores=scores,
+                   timings={**timings, **ranked.timings}, demoted=demoted, query=query or ranked.query)
+
+
+async def deduplicate(pool: CandidatePool, threshold: float | None,
+                      timings: dict[str, float]) -> tuple[CandidatePool, dict[str, str]]:
+    """The ``dedup`` stage (:func:`retrieval.hygiene.suppress_near_duplicates`, on a worker thread):
+    the kept pool and the demoted ids; the pool unchanged when ``threshold`` is None."""
+    if threshold is None:
+        return pool, {}
+    started = time.perf_counter()
+    found = await asyncio.to_thread(suppress_near_duplicates, pool, threshold)
+    timings["dedup"] = time.perf_counter() - started
+    return found.pool, found.demoted
+
+
 async def rank_pool(
     query: str,
     pool: CandidatePool,
@@ -144,10 +183,12 @@ async def rank_pool(
     settings: RoutingSettings,
     route: Route = "dynamic",
     fp32_keys: Fp32Keys | None = None,
+    boost_weight: float = 0.0,
 ) -> Ranked:
     """Rerank ``pool`` for ``query`` under ``route`` (see :func:`retrieval.routing.decide`) with the
-    passes ``score`` (:func:`model_rows` or :func:`stored_vector_rows`); a tie straddling
-    ``settings.top_n`` is settled with ``fp32_keys`` when given."""
+    passes ``score`` (:func:`model_rows` or :func:`stored_vector_rows`); ``boost_weight`` > 0 adds the
+    lexical boost to the keys (:mod:`retrieval.hygiene`); a tie straddling ``settings.top_n`` is
+    settled with ``fp32_keys`` when given (boosted alike)."""
     timings: dict[str, float] = {}
     n = len(pool.doc_ids)
     texts = pool.texts[: min(settings.k_high, n)]
@@ -174,16 +215,32 @@ async def rank_pool(
     if decision.k_rerank > low:
         second = await score(low, decision.k_rerank)
         scores, keys = np.concatenate([scores, second.scores]), np.concatenate([keys, second.keys])
+    rerank_s = first_pass_s + time.perf_counter() - started
 
-    ranking = await rank_async(keys, settings.top_n, None if fp32_keys is None else _rescorer(fp32_keys, query, texts))
-    timings["rerank"] = first_pass_s + time.perf_counter() - started
+    overlap = None
+    if boost_weight > 0:
+        started = time.perf_counter()
+        overlap = await asyncio.to_thread(query_term_overlap, query, texts[: keys.size])
+        keys = boosted_keys(keys, overlap, boost_weight)
+        timings["boost"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    rescore = None if fp32_keys is None else _rescorer(fp32_keys, query, texts, overlap, boost_weight)
+    ranking = await rank_async(keys, settings.top_n, rescore)
+    timings["rerank"] = rerank_s + time.perf_counter() - started
     doc_ids, served = serve_order(pool.doc_ids, keys, ranking.order)
-    return Ranked(doc_ids, served, pool, scores, keys, ranking, signals, decision, timings, first_pass_s)
+    return Ranked(doc_ids, served, pool, scores, keys, ranking, signals, decision, timings, first_pass_s,
+                  overlap=overlap)
 
 
 async def search(query: str, mode: Mode, models: SearchModels, settings: RoutingSettings,
-                 route: Route = "dynamic", denoise: DenoiseMode = "off") -> Ranked:
-    """One query end to end (module docstring): denoise, embed, retrieve ``settings.k_high``, rerank, route."""
+                 route: Route = "dynamic", denoise: DenoiseMode = "off", hygiene: Hygiene = NO_HYGIENE) -> Ranked:
+    """One query end to end (module docstring): denoise, embed, retrieve ``settings.k_high``, the
+    ``hygiene`` stages that are on, rerank, route. A boost without a reranker, or suppression over
+    more candidates than it compares, is refused before any work."""
+    hygiene.check_depth(settings.k_high)
+    if hygiene.boost_on and models.score is None:
+        raise ValueError("the lexical boost adds to rank keys: it needs a reranker")
     timings: dict[str, float] = {}
     started = time.perf_counter()
     rewrite = await rewrite_query(query, denoise, models.rewriter)  # rules: on a worker thread
@@ -199,15 +256,16 @@ async def search(query: str, mode: Mode, models: SearchModels, settings: Routing
         vector = await models.embed(query)
         timings["embed"] = time.perf_counter() - started
     started = time.perf_counter()
-    pool = await models.retrieve(query, vector, mode, settings.k_high, stored)
+    pool = await models.retrieve(query, vector, mode, settings.k_high, stored or hygiene.dedup_threshold is not None)
     timings["retrieve"] = time.perf_counter() - started
+    pool, demoted = await deduplicate(pool, hygiene.dedup_threshold, timings)
     if models.score is None:
         empty = np.zeros(0, dtype=np.float32)
-        return Ranked(pool.doc_ids, pool.scores, pool, empty, empty, None, None, None, timings, query=rewrite)
+        retrieved = Ranked(pool.doc_ids, pool.scores, pool, empty, empty, None, None, None, {})
+        return with_demoted(retrieved, demoted, timings, rewrite)
     score = stored_vector_rows(vector, pool) if stored and vector is not None else model_rows(models.score, query, pool)
-    ranked = await rank_pool(query, pool, score, settings, route, models.fp32_keys)
-    return Ranked(ranked.doc_ids, ranked.scores, pool, ranked.rerank_scores, ranked.rerank_keys, ranked.ranking,
-                  ranked.signals, ranked.decision, {**timings, **ranked.timings}, ranked.first_pass_s, rewrite)
+    ranked = await rank_pool(query, pool, score, settings, route, models.fp32_keys, hygiene.boost_weight)
+    return with_demoted(ranked, demoted, timings, rewrite)
 
 
 #: Scores of the candidates ``pool[start:stop]`` (one rerank pass).
@@ -294,11 +352,16 @@ def _local_fp32_keys(reranker: Reranker) -> Fp32Keys | None:
     return fp32_keys
 
 
-def _rescorer(fp32_keys: Fp32Keys, query: str, texts: list[str]) -> AsyncRescore:
-    """FP32 keys of the candidates at ``indices`` (the settling of a tie at the cutoff)."""
+def _rescorer(fp32_keys: Fp32Keys, query: str, texts: list[str], overlap: np.ndarray | None = None,
+              boost_weight: float = 0.0) -> AsyncRescore:
+    """FP32 keys of the candidates at ``indices`` (the settling of a tie at the cutoff), plus
+    ``boost_weight · overlap`` (float64) when the lexical boost is on."""
 
     async def rescore(indices: np.ndarray) -> np.ndarray:
-        return await fp32_keys(query, [texts[i] for i in indices])
+        fine = await fp32_keys(query, [texts[i] for i in indices])
+        if overlap is None:
+            return fine
+        return np.asarray(fine, dtype=np.float64) + boost_weight * overlap[indices]
 
     return rescore
 
@@ -310,11 +373,21 @@ def rerank_candidates(
     reranker: Reranker,
     settings: RoutingSettings,
     route: Route = "dynamic",
+    hygiene: Hygiene = NO_HYGIENE,
 ) -> Ranked:
-    """:func:`rank_pool` run synchronously over in-process models, for already retrieved ``candidates``."""
-    pool = CandidatePool.from_store(store, candidates)
-    return asyncio.run(rank_pool(query, pool, model_rows(_local_score(reranker), query, pool), settings, route,
-                                 _local_fp32_keys(reranker)))
+    """:func:`rank_pool` run synchronously over in-process models, for already retrieved
+    ``candidates``, with the ``hygiene`` stages that are on (as :func:`search` runs them)."""
+    hygiene.check_depth(len(candidates.doc_ids))
+    pool = CandidatePool.from_store(store, candidates, with_vectors=hygiene.dedup_threshold is not None)
+
+    async def run() -> Ranked:
+        timings: dict[str, float] = {}
+        kept, demoted = await deduplicate(pool, hygiene.dedup_threshold, timings)
+        ranked = await rank_pool(query, kept, model_rows(_local_score(reranker), query, kept), settings, route,
+                                 _local_fp32_keys(reranker), hygiene.boost_weight)
+        return with_demoted(ranked, demoted, timings)
+
+    return asyncio.run(run())
 
 
 def latency_summary(timings: list[dict[str, float]]) -> dict[str, dict[str, float]]:

@@ -61,7 +61,8 @@ class SearchMeta(ResponseModel):
     escalated: bool
     reasons: list[str]
     signals: dict[str, Any] = Field(..., description="the routing signals (retrieval.routing.RoutingSignals)")
-    stages_ms: dict[str, float] = Field(..., description="denoise (when on), embed, retrieve, rerank, route, total")
+    stages_ms: dict[str, float] = Field(..., description="denoise (when on), embed, retrieve, dedup (when on), rerank, "
+                                                         "route, boost (when on), total")
     retrieval_ms: dict[str, float] = Field(..., description="the index store's own timings (dense, bm25, fuse, …)")
     mode: Mode
     retrieved: int
@@ -79,6 +80,8 @@ class SearchMeta(ResponseModel):
     missing_shards: list[int] = Field(default_factory=list, description="shards that did not answer")
     query: dict[str, str] | None = Field(default=None, description="original and rewritten query, the denoise mode and its "
                                                            "source (off, rules, llm, llm-cache, rules-fallback)")
+    suppressed: dict[str, str] = Field(default_factory=dict, description="near-duplicates suppressed by search.dedup_threshold: "
+                                                                      "id → the kept candidate it duplicates (served last)")
 
 
 class SearchCall(BaseModel):
@@ -131,6 +134,7 @@ class SearchOutcome(ResponseModel):
             scoring=facts["scoring"], variant=call.variant, shadow=call.shadow,
             partial=bool(pool.missing_shards), missing_shards=list(pool.missing_shards),
             query=None if ranked.query is None else ranked.query.to_json(),
+            suppressed=dict(ranked.demoted),
         )
         return cls(results=results, candidates=candidates, meta=meta)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from steadyrank.retrieval.denoise import DEFAULT_DENOISE
+from steadyrank.retrieval.hygiene import Hygiene
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.rewrite import DenoiseMode, LlmSettings
 from steadyrank.serve.settings.base import Section
@@ -52,3 +53,16 @@ class SearchSettings(Section):
         return self
     rrf_k: float = Field(default=60.0, ge=0, description="RRF constant of hybrid fusion")
     rrf_weights: tuple[float, float] = Field(default=(1.0, 1.0), description="RRF weights of (dense, bm25)")
+    dedup_threshold: float | None = Field(
+        default=None, ge=-1.0, le=1.0,
+        description="near-duplicate suppression (stage dedup): a candidate whose stored-vector cosine with an "
+                    "earlier kept candidate is ≥ this is not reranked and is served after every kept candidate; "
+                    "null = off (docs/guides/routing.md, \"Pipeline hygiene\")")
+    boost_weight: float = Field(
+        default=0.0, ge=0.0, allow_inf_nan=False,
+        description="lexical boost (stage boost): rank key + w · query-term overlap (the share of the query's "
+                    "BM25 terms found in the passage), w in rank-key units; 0 = off")
+
+    def hygiene(self) -> Hygiene:
+        """The optional pipeline stages these settings switch on (:mod:`retrieval.hygiene`)."""
+        return Hygiene(self.dedup_threshold, self.boost_weight)

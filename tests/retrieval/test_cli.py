@@ -165,3 +165,40 @@ def test_index_build_says_and_records_the_embedder_prompts(beir, tmp_path, capsy
     with pytest.raises(SystemExit) as refused:  # argparse's usage error
         main(["index", "build", "--corpus", str(beir), "--out", str(out), "--embedder-prompts", "[1]"])
     assert refused.value.code == 2 and "a JSON object of prompt name" in capsys.readouterr().err
+
+
+def test_search_runs_the_hygiene_stages_named_by_flags(index, beir, tmp_path, capsys):
+    """``--dedup-threshold`` / ``--boost-weight`` switch the stages on: ``stages_ms`` names them (the
+    server's stage names), the settings in force carry them, a suppressed id is served after every
+    kept one. At cosine −1 every candidate after the first is a near-duplicate of it."""
+    run = tmp_path / "run.trec"
+    summary = run_json(capsys, ["search", "--index", str(index), "--queries", str(beir), "--run-out", str(run),
+                                "--mode", "dense", "--depth", "10", "--k-low", "5", "--rerank", "bundled",
+                                "--dedup-threshold", "-1", "--boost-weight", "0.1"])
+    assert (summary["settings"]["dedup_threshold"], summary["settings"]["boost_weight"]) == (-1.0, 0.1)
+    assert {"dedup", "boost"} <= set(summary["latency"])
+    report = json.loads((tmp_path / "run.trec.json").read_text())
+    trec = read_trec_run(run)
+    for qid, q in report["per_query"].items():
+        assert {"retrieve", "dedup", "rerank", "route", "boost"} <= set(q["stages_ms"])
+        assert q["k_reranked"] == 1 and len(q["suppressed"]) == 9
+        kept = q["candidates"][0]["id"]
+        assert set(q["suppressed"].values()) == {kept}
+        ranked = sorted(trec[qid], key=lambda d: -trec[qid][d])
+        assert ranked[0] == kept and set(ranked[1:]) == set(q["suppressed"])
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--dedup-threshold", "1.5"], "expected a cosine in [-1, 1] or off"),
+    (["--boost-weight", "-1"], "expected a finite number ≥ 0"),
+    (["--boost-weight", "inf"], "expected a finite number ≥ 0"),
+    (["--no-rerank", "--boost-weight", "0.5"], "--no-rerank conflicts with --boost-weight"),
+])
+def test_search_refuses_bad_hygiene_flags(index, beir, tmp_path, capsys, flags, message):
+    argv = ["search", "--index", str(index), "--queries", str(beir), "--run-out", str(tmp_path / "r"), *flags]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse refuses a bad value itself
+        code = exc.code
+    assert code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

@@ -15,6 +15,7 @@ from steadyrank.retrieval.corpus import read_queries
 from steadyrank.retrieval.denoise import DENOISE_MODES, DenoiseMode
 from steadyrank.retrieval.fsio import atomic_write_bytes
 from steadyrank.retrieval.fusion import DEFAULT_RRF_K
+from steadyrank.retrieval.hygiene import Hygiene
 from steadyrank.retrieval.index import open_index
 from steadyrank.retrieval.modes import MODES, Mode
 from steadyrank.retrieval.pipeline import Ranked, SearchModels, latency_summary, local_models, search
@@ -84,6 +85,40 @@ def llm_rewriter_arg(args: argparse.Namespace) -> LlmRewriter | None:
     return LlmRewriter(LlmSettings(base_url=args.denoise_llm_url, model=args.denoise_llm_model))
 
 
+def add_hygiene_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--dedup-threshold`` / ``--boost-weight``: the optional hygiene stages (:mod:`retrieval.hygiene`)."""
+    parser.add_argument("--dedup-threshold", type=_threshold, default=None, metavar="COSINE|off",
+                        help="near-duplicate suppression: a candidate whose stored-vector cosine with an earlier kept "
+                             "candidate is ≥ COSINE is not reranked and is served after every kept candidate; off to "
+                             "switch it off (default: the served search.dedup_threshold, off unless set)")
+    parser.add_argument("--boost-weight", type=_nonnegative, default=None, metavar="W",
+                        help="lexical boost: rank key + W · query-term overlap (share of the query's BM25 terms in the "
+                             "passage), W in rank-key units; 0 = off (default: the served search.boost_weight, 0 unless "
+                             "set)")
+
+
+def _threshold(text: str) -> float | str:
+    if text == "off":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not -1.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a cosine in [-1, 1] or off, got {text!r}")
+    return value
+
+
+def _nonnegative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number ≥ 0, got {text!r}")
+    return value
+
+
 def _weights(text: str) -> tuple[float, float]:
     try:
         dense, sparse = (float(x) for x in text.split(","))
@@ -125,6 +160,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "emoji out; names, numbers, quotes kept) or llm (a chat model restates the need, falling "
                              "back to rules) (default: the served search.denoise, off unless set)")
     add_denoise_llm_arguments(parser)
+    add_hygiene_arguments(parser)
     parser.add_argument("--tag", default="steadyrank", help="run tag column (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=run)
@@ -133,6 +169,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.no_rerank and (args.route is not None or args.rerank is not None or args.rerank_precision is not None):
         raise ValueError("--no-rerank conflicts with --route, --rerank and --rerank-precision (nothing is reranked)")
+    if args.no_rerank and args.boost_weight:
+        raise ValueError("--no-rerank conflicts with --boost-weight (the boost adds to rank keys)")
     served = served_run(args)
     print(served.describe(), file=sys.stderr)
     queries = read_queries(args.queries)
@@ -149,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
     with open_index(index, embedder) as store:
         models = local_models(store, embedder, reranker, rrf_k=served.rrf_k, rrf_weights=served.rrf_weights,
                               stored_vectors=stored, rewriter=rewriter)
-        search_all = _search_all(queries, served.mode, models, served.policy, served.route, served.denoise)
+        search_all = _search_all(queries, served.mode, models, served.policy, served.route, served.denoise,
+                                 served.hygiene)
         ranked = compute.submit(asyncio.run, search_all).result()
     trec = {qid: dict(zip(r.doc_ids, map(float, r.scores), strict=True)) for qid, r in ranked.items()}
     per_query = {qid: query_report(r) for qid, r in ranked.items()}
@@ -184,10 +223,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _search_all(queries: dict[str, str], mode: Mode, models: SearchModels, settings: RoutingSettings,
-                      route: Route, denoise: DenoiseMode) -> dict[str, Ranked]:
+                      route: Route, denoise: DenoiseMode, hygiene: Hygiene) -> dict[str, Ranked]:
     out = {}
     for qid, text in tqdm(queries.items(), desc="searching", unit="query", file=sys.stderr, dynamic_ncols=True):
-        out[qid] = await search(text, mode, models, settings, route, denoise)
+        out[qid] = await search(text, mode, models, settings, route, denoise, hygiene)
     return out
 
 
@@ -210,6 +249,8 @@ def query_report(ranked: Ranked) -> dict[str, Any]:
             "candidates": [{"id": ranked.candidates.doc_ids[i], "relevance_score": float(ranked.rerank_scores[i]),
                             "rank_key": float(ranked.rerank_keys[i])} for i in ranked.served()],
         })
+    if ranked.demoted:
+        report["suppressed"] = dict(ranked.demoted)
     report["stages_ms"] = {k: v * 1000 for k, v in ranked.timings.items()}
     report["retrieval_ms"] = {k: v * 1000 for k, v in ranked.candidates.timings.items()}
     return report

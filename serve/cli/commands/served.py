@@ -13,7 +13,8 @@ default, and a flag the user gives wins over its one field:
   on the model's node, not the Searcher's);
 - the routing policy (``routing``: file, fields, ``disable``) for the run's ``top_n``
   (:meth:`RoutingSettings.for_top_n`, what the Searcher runs for a request's ``top_n``) and the route;
-- ``search``: ``default_mode``, ``rrf_k``, ``rrf_weights``, ``denoise`` and its chat endpoint;
+- ``search``: ``default_mode``, ``rrf_k``, ``rrf_weights``, ``denoise`` and its chat endpoint,
+  ``dedup_threshold`` and ``boost_weight`` (the optional hygiene stages);
 - the index: ``index`` (the server's index directory, built first as the server would);
 - the compute plan (:func:`served_compute`): the model calls run on one compute thread with the
   torch threads and forward lanes a colocated replica sets, since an FP32 sum's rounding depends on
@@ -32,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from steadyrank.retrieval.hygiene import Hygiene
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.rewrite import DenoiseMode, LlmSettings
 from steadyrank.retrieval.routing import Route, RoutingSettings
@@ -65,6 +67,7 @@ class ServedRun:
     denoise: DenoiseMode
     denoise_llm: LlmSettings | None
     index: str | None
+    hygiene: Hygiene = Hygiene()
 
     @property
     def calibration(self) -> Path:
@@ -87,7 +90,7 @@ class ServedRun:
                 "stored_vectors": self.stored_vectors if self.reranker is not None else None,
                 "mode": self.mode, "route": self.route if self.reranker is not None else None,
                 "routing": self.policy.to_json(), "rrf_k": self.rrf_k, "rrf_weights": list(self.rrf_weights),
-                "denoise": self.denoise}
+                "denoise": self.denoise, **self.hygiene.to_json()}
 
     def describe(self) -> str:
         """One line naming the settings in force (printed on stderr before the run)."""
@@ -97,7 +100,12 @@ class ServedRun:
         p = self.policy
         return (f"settings {self.source}: embedder {_precision(self.embedder)}; reranker {reranker}; "
                 f"mode {self.mode}, rrf_k {self.rrf_k:g}, weights {self.rrf_weights[0]:g},{self.rrf_weights[1]:g}; "
-                f"route {self.route}, k_low {p.k_low}, k_high {p.k_high}, top_n {p.top_n}; denoise {self.denoise}")
+                f"route {self.route}, k_low {p.k_low}, k_high {p.k_high}, top_n {p.top_n}; denoise {self.denoise}; "
+                f"dedup {_off(self.hygiene.dedup_threshold)}, boost {self.hygiene.boost_weight:g}")
+
+
+def _off(value: float | None) -> str:
+    return "off" if value is None else f"{value:g}"
 
 
 def _name(model: ModelSettings) -> str:
@@ -137,7 +145,8 @@ def served_run(args: argparse.Namespace) -> ServedRun:
     """The :class:`ServedRun` of a command's parsed flags (module docstring). Reads ``config``,
     ``index``, ``embedder``, ``embedder_precision``, ``rerank``, ``no_rerank``, ``rerank_precision``,
     ``route_settings``, ``depth``, ``k_low``, ``top_n``, ``route``, ``mode``, ``rrf_k``,
-    ``rrf_weights``, ``denoise``, ``denoise_llm_url`` and ``denoise_llm_model`` (absent or None = served)."""
+    ``rrf_weights``, ``denoise``, ``denoise_llm_url``, ``denoise_llm_model``, ``dedup_threshold`` and
+    ``boost_weight`` (absent or None = served; ``--no-dedup``: ``dedup_threshold`` is ``off``)."""
     from steadyrank.serve.server.model_refs import resolve_model_refs
 
     def flag(name: str) -> Any:
@@ -168,7 +177,16 @@ def served_run(args: argparse.Namespace) -> ServedRun:
         stored_vectors=reranker is not None and reranker.same_vectors(embedder), policy=policy,
         route=flag("route") or settings.routing.route, mode=flag("mode") or search.default_mode,
         rrf_k=search.rrf_k if flag("rrf_k") is None else flag("rrf_k"),
-        rrf_weights=flag("rrf_weights") or search.rrf_weights, denoise=denoise, denoise_llm=llm, index=flag("index"))
+        rrf_weights=flag("rrf_weights") or search.rrf_weights, denoise=denoise, denoise_llm=llm, index=flag("index"),
+        hygiene=_hygiene(search.hygiene(), flag("dedup_threshold"), flag("boost_weight")))
+
+
+def _hygiene(served: Hygiene, dedup_threshold: float | str | None, boost_weight: float | None) -> Hygiene:
+    """The served hygiene stages with the flags that were given: ``dedup_threshold`` a cosine or
+    ``"off"``, ``boost_weight`` a weight (0 = off)."""
+    threshold = served.dedup_threshold if dedup_threshold is None else (
+        None if dedup_threshold == "off" else float(dedup_threshold))
+    return Hygiene(threshold, served.boost_weight if boost_weight is None else boost_weight)
 
 
 def served_index(run: ServedRun) -> Path:

@@ -105,7 +105,8 @@ class Searcher:
         denoise = call.denoise or self.settings.search.denoise
         if denoise == "llm" and self.rewriter is None:  # no endpoint configured: llm's own fallback, rules
             denoise = "rules"
-        ranked = await search(call.query, mode, self._models(call), policy, call.route or self.route, denoise)
+        ranked = await search(call.query, mode, self._models(call), policy, call.route or self.route, denoise,
+                              self.settings.search.hygiene())
         facts = await self._facts(call.variant)
         outcome = SearchOutcome.build(ranked, call, top_n=top_n, mode=mode, facts=facts,
                                       total_s=time.perf_counter() - started)

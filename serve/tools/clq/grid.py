@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from steadyrank.retrieval.hygiene import Hygiene
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.routing import RoutingSettings, load_settings
 from steadyrank.retrieval.store import MODES
@@ -27,7 +28,7 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 SCORINGS = ("hps", "native")
 LATENCY_STATS = ("p50_ms", "p95_ms")
 TOP_KEYS = {"embedders", "dimensions", "ann", "first_stages", "k_policies", "rerankers", "prices",
-            "generator_chunks", "quality", "latency", "bounds", "bootstrap"}
+            "generator_chunks", "quality", "latency", "bounds", "bootstrap", "hygiene"}
 
 
 class GridError(ValueError):
@@ -76,6 +77,15 @@ class RerankerRegime:
 
 
 @dataclass(frozen=True)
+class HygieneStages:
+    """An entry of the ``hygiene`` axis: the optional pipeline stages (:mod:`retrieval.hygiene`)
+    ``dedup_threshold`` (null: off) and ``boost_weight`` (0: off) under a name."""
+
+    name: str
+    stages: Hygiene = Hygiene()
+
+
+@dataclass(frozen=True)
 class Prices:
     """Cost-model inputs, in one currency: per 1,000 tokens reranked / sent to the generator, per GiB
     of index per month and per build hour, amortised over ``queries_per_month``."""
@@ -105,11 +115,14 @@ class Grid:
     quality_targets: tuple[float, ...] = ()
     bootstrap_resamples: int = 2000
     confidence: float = 0.95
+    hygiene: tuple[HygieneStages | None, ...] = (None,)
 
 
 @dataclass(frozen=True)
 class Config:
-    """One point of the grid. ``dimension``/``ann`` are ``-`` for the bm25 first stage (no dense index)."""
+    """One point of the grid. ``dimension``/``ann`` are ``-`` for the bm25 first stage (no dense index).
+    ``hygiene``: None when the grid has no ``hygiene`` axis (the id and fingerprint are then those of
+    a grid written before the axis existed); otherwise its name is the id's last part."""
 
     embedder: Model
     dimension: str
@@ -117,12 +130,18 @@ class Config:
     first_stage: Mode
     k_policy: KPolicy
     reranker: RerankerRegime
+    hygiene: HygieneStages | None = None
     config_id: str = field(init=False)
 
     def __post_init__(self) -> None:
         ann = "-" if self.ann is None else self.ann.name
-        object.__setattr__(self, "config_id", "/".join(
-            [self.embedder.name, self.dimension, ann, self.first_stage, self.k_policy.name, self.reranker.name]))
+        parts = [self.embedder.name, self.dimension, ann, self.first_stage, self.k_policy.name, self.reranker.name]
+        object.__setattr__(self, "config_id", "/".join(parts + ([] if self.hygiene is None else [self.hygiene.name])))
+
+    @property
+    def stages(self) -> Hygiene:
+        """The hygiene stages this configuration runs (none without the axis)."""
+        return Hygiene() if self.hygiene is None else self.hygiene.stages
 
     @property
     def factory(self) -> str | None:
@@ -133,7 +152,10 @@ class Config:
 
     def fingerprint(self) -> str:
         """Hash of everything that defines this configuration's results (resume reuses a match only)."""
-        payload = json.dumps(asdict(self), sort_keys=True, default=str)
+        fields = asdict(self)
+        if self.hygiene is None:  # as before the axis existed: earlier results stay reusable
+            del fields["hygiene"]
+        payload = json.dumps(fields, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -263,6 +285,8 @@ def parse_grid(data: Any, base: Path) -> Grid:
     confidence = boot.get("confidence", 0.95)
     if not isinstance(confidence, float) or not 0 < confidence < 1:
         raise GridError("bootstrap.confidence must be in (0, 1)")
+    hygiene = tuple(_hygiene(h, f"hygiene[{i}]") for i, h in enumerate(_entries(data, "hygiene"))) \
+        if "hygiene" in data else (None,)
     quality = data.get("quality", "ra_nwg@30")
     from steadyrank.metrics.measures import parse_measures
 
@@ -280,8 +304,21 @@ def parse_grid(data: Any, base: Path) -> Grid:
         budgets=tuple(float(v) for v in bounds.get("budget", [])),
         quality_targets=tuple(float(v) for v in bounds.get("quality_target", [])),
         bootstrap_resamples=_positive_int(boot.get("resamples", 2000), "bootstrap.resamples"),
-        confidence=confidence,
+        confidence=confidence, hygiene=hygiene,
     )
+
+
+def _hygiene(item: dict[str, Any], where: str) -> HygieneStages:
+    _only(item, {"name", "dedup_threshold", "boost_weight"}, where)
+    threshold, weight = item.get("dedup_threshold"), item.get("boost_weight", 0.0)
+    for key, value in (("dedup_threshold", threshold), ("boost_weight", weight)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise GridError(f"{where}.{key} must be a number, got {value!r}")
+    try:
+        stages = Hygiene(None if threshold is None else float(threshold), float(weight))
+    except ValueError as exc:
+        raise GridError(f"{where}: {exc}") from None
+    return HygieneStages(item["name"], stages)
 
 
 def load_grid(path: str | Path) -> Grid:
@@ -295,7 +332,8 @@ def load_grid(path: str | Path) -> Grid:
 
 
 def expand(grid: Grid) -> list[Config]:
-    """Every configuration: dense/hybrid × embedder × dimension × ANN, bm25 once per embedder; × K × reranker."""
+    """Every configuration: dense/hybrid × embedder × dimension × ANN, bm25 once per embedder; × K × reranker
+    × hygiene."""
     retrieval: list[tuple[Model, str, Ann | None, Mode]] = []
     for embedder in grid.embedders:
         for stage in grid.first_stages:
@@ -303,4 +341,5 @@ def expand(grid: Grid) -> list[Config]:
                 retrieval.append((embedder, "-", None, stage))
             else:
                 retrieval.extend((embedder, d, a, stage) for d in grid.dimensions for a in grid.ann)
-    return [Config(e, d, a, s, k, r) for e, d, a, s in retrieval for k in grid.k_policies for r in grid.rerankers]
+    return [Config(e, d, a, s, k, r, h) for e, d, a, s in retrieval for k in grid.k_policies for r in grid.rerankers
+            for h in grid.hygiene]

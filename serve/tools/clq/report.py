@@ -8,7 +8,8 @@ Cost per query (currency of the grid's prices)::
 
 Quality is the expected value of the grid's quality measure; latency its latency statistic of the
 total (retrieval + rerank). A quality difference is *within noise* when the paired bootstrap CI
-(resampling queries, ``metrics.paired_bootstrap``) of the per-query difference contains 0. The
+(resampling queries, ``metrics.paired_bootstrap``) of the per-query difference, widened by
+``SAME_QUALITY_TOLERANCE`` (1e-9) on each side for float rounding, contains 0. The
 quality-target rule, the efficiency scalar and the marginal table: :mod:`.rules`.
 """
 
@@ -41,13 +42,20 @@ def candidates_of(results: Sequence[dict[str, Any]], grid: Grid) -> list[Candida
     ]
 
 
+#: Per-query quality differences this small are float rounding, not a change (metric values are
+#: sums of a few dozen float64 gains: their rounding is ~1e-16; no real difference is below 1e-9).
+SAME_QUALITY_TOLERANCE = 1e-9
+
+
 def versus(best: dict[str, Any], other: dict[str, Any], grid: Grid) -> dict[str, Any]:
-    """Paired bootstrap of ``other − best`` over the queries both evaluated."""
+    """Paired bootstrap of ``other − best`` over the queries both evaluated. ``within_noise``: the CI
+    widened by :data:`SAME_QUALITY_TOLERANCE` on each side contains 0, so two configurations whose
+    per-query values differ only by float rounding are the same, not a change."""
     qids = sorted(set(best["per_query"]) & set(other["per_query"]))
     ci = paired_bootstrap([best["per_query"][q] for q in qids], [other["per_query"][q] for q in qids],
                           n_resamples=grid.bootstrap_resamples, confidence=grid.confidence)
     return {"diff": ci.estimate, "ci_low": ci.low, "ci_high": ci.high,
-            "within_noise": bool(ci.low <= 0 <= ci.high)}
+            "within_noise": bool(ci.low - SAME_QUALITY_TOLERANCE <= 0 <= ci.high + SAME_QUALITY_TOLERANCE)}
 
 
 def target_pick(target: float, cands: Sequence[Candidate], by_id: dict[str, dict[str, Any]], grid: Grid,

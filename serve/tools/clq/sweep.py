@@ -9,7 +9,9 @@ What is measured (all on this machine, warm: each index and reranker serves one 
 - latency: embed, retrieve (FAISS/BM25/fusion) per golden query, timed for every query; rerank timed
   by real reranker calls on the first ``latency.queries`` golden queries (sorted ids), two passes
   for a dynamic policy exactly as served (configurations reranking the identical list of the same
-  query with the same regime share one timed call); total = retrieval + rerank on those queries.
+  query with the same regime share one timed call); total = retrieval + hygiene stages (``dedup``,
+  ``boost``: the grid's ``hygiene`` axis, timed in the same call; ``hygiene`` in the latency summary)
+  + rerank on those queries. ``suppressed``: near-duplicates suppressed per query (mean).
   p50/p95 in ms. The 1/5/15-minute load averages (``os.getloadavg``) when a configuration's rerank
   latencies were taken are stored with it (``load_average``): latencies from a shared machine are
   only comparable at similar load.
@@ -49,6 +51,7 @@ from steadyrank.serve.tools.clq.scores import ScoreCache
 
 MEASURES = ("ra_nwg@10", "ra_nwg@30", "ndcg@10", "nrecall4@30")
 RETRIEVAL_STAGES = ("embed", "dense", "bm25", "fuse")
+HYGIENE_STAGES = ("dedup", "boost")
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,7 @@ class Sweep:
         self.latency_qids = self.qids[: grid.latency_queries]
         self.qrels = {q: inputs.golden.queries[q].relevance for q in self.qids}
         self.reused = 0
-        self._rerank_seconds: dict[tuple, float] = {}
+        self._rerank_seconds: dict[tuple, tuple[float, float]] = {}
 
     # -- state -----------------------------------------------------------------------------------
 
@@ -216,10 +219,11 @@ class Sweep:
         reranked, pair_tokens, generator_tokens = [], [], []
         for qid in self.qids:
             found = _truncate(candidates[key][qid], config.k_policy.depth)
-            ranked = rerank_candidates(store, queries[qid], found, scores, settings, route)  # type: ignore[arg-type]
+            ranked = rerank_candidates(store, queries[qid], found, scores, settings, route,  # type: ignore[arg-type]
+                                       config.stages)
             rankings[qid] = ranked
             k = _decision(ranked).k_rerank
-            texts = [store.document(d).full_text for d in found.doc_ids[:k]]
+            texts = [store.document(d).full_text for d in ranked.candidates.doc_ids[:k]]
             reranked.append(k)
             pair_tokens.append(scores.pair_tokens(queries[qid], texts))
             top = [store.document(d).full_text for d in ranked.doc_ids[: self.grid.generator_chunks]]
@@ -232,13 +236,20 @@ class Sweep:
         load_average = os.getloadavg()
         for qid in self.latency_qids:
             found = _truncate(candidates[key][qid], config.k_policy.depth)
-            passes = (config.reranker, qid, tuple(found.doc_ids[: _decision(rankings[qid]).k_rerank]), settings.k_low)
+            reranked_ids = rankings[qid].candidates.doc_ids[: _decision(rankings[qid]).k_rerank]
+            passes = (config.reranker, qid, tuple(reranked_ids), settings.k_low, config.stages)
             if passes not in self._rerank_seconds:  # an identical workload was timed already: reuse it
-                live = rerank_candidates(store, queries[qid], found, scorer, settings, route)  # type: ignore[arg-type]
-                self._rerank_seconds[passes] = live.timings["rerank"]  # both passes (and boundary re-scoring)
+                live = rerank_candidates(store, queries[qid], found, scorer, settings, route,  # type: ignore[arg-type]
+                                         config.stages)
+                # both passes (and boundary re-scoring), then the hygiene stages that ran
+                self._rerank_seconds[passes] = (live.timings["rerank"],
+                                                sum(live.timings.get(s, 0.0) for s in HYGIENE_STAGES))
             retrieval = sum(found.timings.get(s, 0.0) for s in RETRIEVAL_STAGES)
-            rerank = self._rerank_seconds[passes]
-            timed.append({"rerank": rerank, "total": retrieval + rerank})
+            rerank, hygiene = self._rerank_seconds[passes]
+            entry = {"rerank": rerank, "total": retrieval + hygiene + rerank}
+            if config.hygiene is not None:
+                entry["hygiene"] = hygiene
+            timed.append(entry)
         stage_times = [{s: r.candidates.timings[s] for s in RETRIEVAL_STAGES if s in r.candidates.timings}
                        | {"retrieve": sum(r.candidates.timings.get(s, 0.0) for s in RETRIEVAL_STAGES if s != "embed")}
                        for r in rankings.values()]
@@ -248,6 +259,8 @@ class Sweep:
             "embedder": config.embedder.name, "dimension": config.dimension,
             "ann": None if config.ann is None else config.ann.name, "factory": config.factory,
             "first_stage": config.first_stage, "k_policy": config.k_policy.name, "reranker": config.reranker.name,
+            **({} if config.hygiene is None else {"hygiene": config.hygiene.name, **config.stages.to_json(),
+                                                  "suppressed": float(np.mean([len(r.demoted) for r in rankings.values()]))}),
             "quality": {m: {"expected": summary[m]["expected"], "range": summary[m]["range"]} for m in measures_of(self.grid)}
                        | {"proc": summary[self.grid.quality]["proc"], "proc_ratio": summary[self.grid.quality]["proc_ratio"]},
             "per_query": dict(zip(evaluation.query_ids, per_query.tolist(), strict=True)),
