@@ -7,7 +7,9 @@ Built by the composition root (:mod:`serve.server.hosting.graph`) as
 It replays golden queries through the Searcher (the same handles and routing users get) every
 ``interval_s``, evaluates mirrored responses the ingress hands it after replying, and exports the
 golden and canary gauges through the metrics hub. With ``quality.probes.enabled`` it also replays the
-live Δ-margin probes (:mod:`serve.server.quality.probes`) through the Searcher's ``probe_keys``.
+live Δ-margin probes (:mod:`serve.server.quality.probes`) through the Searcher's ``probe_keys``. With
+``quality.drift.enabled`` it samples mirrored queries for golden drift
+(:mod:`serve.server.quality.drift_monitor`), embedded through the Searcher's ``query_vectors``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from steadyrank.serve.server.calls import SearchCall, Variant
+from steadyrank.serve.server.quality.drift_monitor import DriftMonitor
 from steadyrank.serve.server.quality.golden_sets import load_golden
 from steadyrank.serve.server.quality.probes import LiveProbes
 from steadyrank.serve.server.quality.service import GoldenProfile, QualityService
@@ -51,8 +54,31 @@ class ShadowEvaluator:
             self.probes = LiveProbes(settings.probes, similarity, Recorder(hub), variants)
             self._probe_rounds = asyncio.get_running_loop().create_task(self.probes.run_forever())
 
+        self.drift: DriftMonitor | None = None
+        if settings.drift.enabled:
+            async def query_vectors(texts: list[str]):
+                return await searcher.query_vectors.remote(texts)
+
+            self.drift = DriftMonitor(settings, golden, query_vectors, Recorder(hub))
+            self._drift_rounds = asyncio.get_running_loop().create_task(self.drift.run_forever())
+
     async def mirror(self, event: dict[str, Any]) -> None:
+        if self.drift is not None:
+            self.drift.offer(event["query"])
         await self.service.mirror(event)
+
+    async def drift_now(self) -> dict:
+        """Run one golden-drift round at once (tests, operators); returns the ``drift`` status section."""
+        if self.drift is None:
+            raise ValueError("golden drift is off (quality.drift.enabled)")
+        await self.drift.round()
+        return self.drift.status()
+
+    async def drift_proposals(self, n: int | None = None) -> dict:
+        """Uncovered live queries proposed as golden queries (:meth:`DriftMonitor.proposals`)."""
+        if self.drift is None:
+            return {"proposals": [], "reason": "golden drift is off (quality.drift.enabled: false)"}
+        return await self.drift.proposals(n)
 
     async def replay_now(self) -> int:
         """Run one replay round at once (used by tests and operators); returns evaluations made."""
@@ -68,4 +94,5 @@ class ShadowEvaluator:
         return self.service.canary_report()
 
     async def status(self) -> dict:
-        return self.service.status()
+        drift = {"enabled": False} if self.drift is None else self.drift.status()
+        return {**self.service.status(), "drift": drift}
