@@ -56,6 +56,13 @@ CONTRACT = {
     "steadyrank_probe_rounds_total": "counter",
     "steadyrank_partial_searches_total": "counter",
     "steadyrank_deployment_replicas": "gauge",
+    "steadyrank_golden_drift_distance": "gauge",
+    "steadyrank_golden_drift_beyond_ratio": "gauge",
+    "steadyrank_golden_drift_spread": "gauge",
+    "steadyrank_golden_drift_topic_share": "gauge",
+    "steadyrank_golden_drift_topic_distance": "gauge",
+    "steadyrank_golden_drift_window_queries": "gauge",
+    "steadyrank_golden_drift_samples_total": "counter",
 }
 
 
