@@ -155,3 +155,29 @@ async def test_proposals_need_log_queries_and_a_held_round_holds_no_search(embed
         _stop(evaluator)
     assert status["window"]["n"] >= 10 and status["log_queries"] is False
     assert proposals["proposals"] == [] and "quality.log_queries is off" in proposals["reason"]
+
+
+async def test_golden_build_from_traffic_writes_a_proposal_file(embedder, tmp_path, capsys) -> None:
+    """``steadyrank golden build --from-traffic URL`` against the app on a real uvicorn server: the
+    uncovered off-topic queries land in DIR/proposals.jsonl, a queries file ``golden build --queries``
+    reads; the golden set is untouched; a second run refuses to overwrite the file under review."""
+    from steadyrank.retrieval.corpus import read_queries
+    from steadyrank.serve.cli.main import main
+    from tests.http.conftest import Uvicorn
+
+    served, evaluator = await _served(embedder, log_queries=True)
+    golden_before = DEMO_GOLDEN.read_bytes()
+    try:
+        await _search_all(served, evaluator, ON_TOPIC[:10] + OFF_TOPIC)
+        await evaluator.drift_now()
+        with Uvicorn(served.app) as port:
+            argv = ["golden", "build", "--from-traffic", f"http://127.0.0.1:{port}", "--out", str(tmp_path),
+                    "--proposals", "4", "--api-key", ADMIN_KEY]
+            assert await asyncio.to_thread(main, argv) == 0
+            printed = capsys.readouterr().out
+            assert await asyncio.to_thread(main, argv) == 2  # the file under review is not replaced
+    finally:
+        _stop(evaluator)
+    proposals = read_queries(tmp_path / "proposals.jsonl")
+    assert 1 <= len(proposals) <= 4 and set(proposals.values()) <= set(OFF_TOPIC)
+    assert "written to" in printed and DEMO_GOLDEN.read_bytes() == golden_before

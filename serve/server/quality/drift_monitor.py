@@ -170,8 +170,9 @@ class DriftMonitor:
     async def proposals(self, n: int | None = None) -> dict[str, Any]:
         """Up to ``n`` (default ``quality.drift.proposals``) uncovered live queries to judge as new golden
         queries: the uncovered samples of the window (distinct normalised texts, the latest of each)
-        clustered, the sample nearest each cluster's centre, largest clusters first. Empty, with the
-        reason, unless ``quality.log_queries`` is on."""
+        clustered, the sample nearest each cluster's centre, largest clusters first; ``support``: the
+        distinct uncovered queries of its cluster, ``support_share``: that over all distinct uncovered
+        ones. Empty, with the reason, unless ``quality.log_queries`` is on."""
         n = self.settings.proposals if n is None else min(n, self.settings.proposals)
         base: dict[str, Any] = {"proposals": [], "window": len(self.window),
                                 "spread": None if self.geometry is None else self.geometry.spread}
@@ -191,4 +192,4 @@ class DriftMonitor:
         picks = await asyncio.to_thread(representatives, vectors, n, seed=self.settings.seed)
         return {**base, "uncovered": len(uncovered), "proposals": [
             {"query": uncovered[i].text, "distance": uncovered[i].distance, "support": size,
-             "support_share": size / len(self.window)} for i, size in picks]}
+             "support_share": size / len(uncovered)} for i, size in picks]}
