@@ -220,6 +220,33 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
     MetricSpec("steadyrank_live_judged_queue_depth", "gauge",
                "Admitted samples waiting for the live judge.",
                ()),
+    # --- golden drift (docs/guides/quality.md "Golden drift"; serve.server.quality.drift) --------------
+    MetricSpec("steadyrank_golden_drift_distance", "gauge",
+               "Cosine distance of the sampled live queries to their nearest golden query, over the drift "
+               "window (stat: mean, p50, p95).",
+               ("stat",)),
+    MetricSpec("steadyrank_golden_drift_beyond_ratio", "gauge",
+               "Share of the drift window's sampled live queries farther from the golden set than the golden "
+               "spread (about 1 - quality.drift.spread_quantile while the golden set looks like the traffic).",
+               ()),
+    MetricSpec("steadyrank_golden_drift_spread", "gauge",
+               "The golden spread: the quality.drift.spread_quantile quantile of each golden query's cosine "
+               "distance to its nearest other golden query.",
+               ()),
+    MetricSpec("steadyrank_golden_drift_topic_share", "gauge",
+               "Share of a topic (k-means cluster of the golden queries, or uncovered) among the sampled live "
+               "queries (source=live) and among the golden queries (source=golden).",
+               ("topic", "source")),
+    MetricSpec("steadyrank_golden_drift_topic_distance", "gauge",
+               "Total-variation distance between the live and the golden topic shares (uncovered included), 0-1.",
+               ()),
+    MetricSpec("steadyrank_golden_drift_window_queries", "gauge",
+               "Sampled live queries in the drift window.",
+               ()),
+    MetricSpec("steadyrank_golden_drift_samples_total", "counter",
+               "Live queries sampled for golden drift by outcome (embedded; dropped: the pending queue was "
+               "full; failed: the shadow embedding failed).",
+               ("outcome",)),
 )
 
 _OPS: dict[str, tuple[Kind, ...]] = {"inc": ("counter", "gauge"), "observe": ("histogram",), "set": ("gauge",)}

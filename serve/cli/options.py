@@ -128,3 +128,19 @@ def api_key_from_env(environ: Mapping[str, str] | None = None) -> str | None:
                     "server's variable; a client sends the first key)")
         return old
     return None
+
+
+def fetch_json(url: str, path: str, api_key: str | None, timeout: float, params: dict[str, Any] | None = None) -> Any:
+    """``GET url + path`` of a running server with the bearer ``api_key``: its JSON answer; a
+    ValueError naming the URL when the server cannot be reached or answers other than 200."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    target = url.rstrip("/") + path
+    try:
+        response = httpx.get(target, headers=headers, params=params, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise ValueError(f"cannot reach {url}: {exc}") from None
+    if response.status_code != 200:
+        raise ValueError(f"{target} answered {response.status_code}: {response.text[:200]}")
+    return response.json()

@@ -46,6 +46,10 @@ class _Mirror(Protocol):
     def remote(self, event: dict[str, Any]) -> Awaitable[None]: ...
 
 
+class _Proposals(Protocol):
+    def remote(self, n: int | None = None) -> Awaitable[dict[str, Any]]: ...
+
+
 class RerankerHandle(Protocol):
     """``Reranker`` (serve.server.components.reranker)."""
 
@@ -93,6 +97,8 @@ class EvaluatorHandle(Protocol):
     def status(self) -> _Ask[dict[str, Any]]: ...
     @property
     def canary_report(self) -> _Ask[dict[str, Any]]: ...
+    @property
+    def drift_proposals(self) -> _Proposals: ...
 
 
 #: Each Protocol and the deployment class it stands for (module, class name), for the drift test.

@@ -100,6 +100,33 @@ class LiveJudgingSettings(BaseModel):
         if any(name.startswith("harm") for name in self.floors):
             raise ValueError("harm is lower-is-better: a floor cannot apply to it")
         return self
+class DriftSettings(BaseModel):
+    """Golden drift (docs/guides/quality.md "Golden drift"): a sample of live /v1/search queries embedded
+    off the request path and compared with the golden queries in the embedder's space
+    (:mod:`serve.server.quality.drift`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(default=True, description="measure how far sampled live queries are from the golden set")
+    sample_fraction: float = Field(default=0.1, ge=0, le=1,
+                                   description="fraction of user /v1/search queries sampled for drift")
+    window: int = Field(default=2000, ge=10, le=100_000,
+                        description="sampled live queries kept (the latest; memory: window x embedding dim x 4 bytes)")
+    max_pending: int = Field(default=256, ge=1, le=10_000,
+                             description="sampled queries waiting to be embedded; a sample beyond it is dropped and "
+                                         "counted (steadyrank_golden_drift_samples_total{outcome=\"dropped\"})")
+    batch_size: int = Field(default=32, ge=1, le=512, description="sampled queries per shadow embedding call")
+    interval_s: float = Field(default=15.0, gt=0, description="seconds between drift rounds (embed the pending "
+                                                               "samples, refresh the gauges)")
+    min_samples: int = Field(default=50, ge=1,
+                             description="sampled live queries needed before the shares are exported")
+    clusters: int = Field(default=8, ge=1, le=256, description="topics: k of the golden queries' k-means")
+    spread_quantile: float = Field(default=0.95, gt=0, lt=1,
+                                   description="quantile of the golden queries' nearest-other-golden distances "
+                                               "that defines the golden spread")
+    seed: int = Field(default=0, description="seed of the sampling and the k-means")
+    proposals: int = Field(default=20, ge=1, le=1000,
+                           description="most queries `golden build --from-traffic` proposes at once")
 
 
 class QualitySettings(BaseModel):
@@ -147,6 +174,12 @@ class QualitySettings(BaseModel):
     canary: CanaryRules = Field(default_factory=CanaryRules)
     probes: ProbeSettings = Field(default_factory=ProbeSettings)
     live_judging: LiveJudgingSettings = Field(default_factory=LiveJudgingSettings)
+    drift: DriftSettings = Field(default_factory=DriftSettings)
+    log_queries: bool = Field(
+        default=False, description="keep the text of the live queries sampled for drift (in memory, the drift "
+                          "window's), so `steadyrank golden build --from-traffic` can propose them as golden "
+                          "queries; off: only their embeddings are kept"
+    )
 
     @field_validator("grade_map")
     @classmethod

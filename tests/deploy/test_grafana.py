@@ -64,6 +64,13 @@ CONTRACT = {
     "steadyrank_live_judged_tokens_total": "counter",
     "steadyrank_live_judged_budget_used_ratio": "gauge",
     "steadyrank_live_judged_queue_depth": "gauge",
+    "steadyrank_golden_drift_distance": "gauge",
+    "steadyrank_golden_drift_beyond_ratio": "gauge",
+    "steadyrank_golden_drift_spread": "gauge",
+    "steadyrank_golden_drift_topic_share": "gauge",
+    "steadyrank_golden_drift_topic_distance": "gauge",
+    "steadyrank_golden_drift_window_queries": "gauge",
+    "steadyrank_golden_drift_samples_total": "counter",
 }
 
 

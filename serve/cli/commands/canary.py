@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-import httpx
-
-from steadyrank.serve.cli.options import API_KEYS_ENV, api_key_from_env
+from steadyrank.serve.cli.options import API_KEYS_ENV, api_key_from_env, fetch_json
 from steadyrank.serve.output import dumps_json, format_table
 
 
@@ -29,14 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def fetch_report(url: str, api_key: str | None, timeout: float) -> dict:
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        response = httpx.get(url.rstrip("/") + "/v1/canary", headers=headers, timeout=timeout)
-    except httpx.HTTPError as exc:
-        raise ValueError(f"cannot reach {url}: {exc}") from None
-    if response.status_code != 200:
-        raise ValueError(f"{url}/v1/canary answered {response.status_code}: {response.text[:200]}")
-    return response.json()
+    return fetch_json(url, "/v1/canary", api_key, timeout)
 
 
 def run_report(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from steadyrank.serve.cli.options import API_KEYS_ENV, api_key_from_env, fetch_json
 from steadyrank.serve.output import dumps_json, format_table
 
 SETTINGS_HELP = "build settings JSON/YAML (pool, prune, refine sections; flags override it)"
@@ -30,12 +31,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "State is checkpointed after every judge call: rerun the same command to resume."
         ),
     )
-    build.add_argument("--index", required=True, action="append", metavar="DIR",
-                       help="index directory (repeat for several indexes over the same document ids)")
-    build.add_argument("--queries", required=True,
-                       help="queries file (_id/id and text: JSONL, .jsonl.gz, TSV/CSV, Parquet) or BEIR folder")
+    build.add_argument("--index", action="append", metavar="DIR",
+                       help="index directory (repeat for several indexes over the same document ids; required "
+                            "unless --from-traffic)")
+    build.add_argument("--queries",
+                       help="queries file (_id/id and text: JSONL, .jsonl.gz, TSV/CSV, Parquet) or BEIR folder "
+                            "(required unless --from-traffic)")
     build.add_argument("--out", required=True, metavar="DIR",
-                       help="output folder: golden.jsonl, audit/, summary.json (resumed if it holds this build)")
+                       help="output folder: golden.jsonl, audit/, summary.json (resumed if it holds this build); "
+                            "with --from-traffic: DIR/proposals.jsonl")
+    build.add_argument("--from-traffic", metavar="URL", default=None,
+                       help="propose new golden queries instead of building: the running server's sampled live "
+                            "queries beyond the golden spread (GET /v1/quality/drift/proposals, admin key), one per "
+                            "uncovered cluster, written to DIR/proposals.jsonl to review, then judge with "
+                            "--queries DIR/proposals.jsonl; needs quality.log_queries: true on the server")
+    build.add_argument("--proposals", type=int, default=None, metavar="N",
+                       help="with --from-traffic: queries to propose at most (default: the server's "
+                            "quality.drift.proposals)")
+    build.add_argument("--api-key", default=None,
+                       help=f"with --from-traffic: bearer API key, an admin one where keys are configured (default: "
+                            f"the first key of ${API_KEYS_ENV})")
+    build.add_argument("--timeout", type=float, default=60.0, help="with --from-traffic: HTTP timeout in seconds")
     build.add_argument("--judge", metavar="CONFIG", default=None, help="judge config JSON/YAML (type: reranker | openai-chat)")
     build.add_argument("--settings", metavar="FILE", default=None, help=SETTINGS_HELP)
     build.add_argument("--retrievers", default=None, metavar="LIST", help="comma-separated subset of dense,bm25,hybrid (default all)")
@@ -115,8 +131,54 @@ def _build_settings(args: argparse.Namespace) -> Any:
         raise ValueError(f"invalid build settings: {exc}") from None
 
 
+PROPOSALS_FILE = "proposals.jsonl"
+
+
+def run_from_traffic(args: argparse.Namespace) -> int:
+    """``golden build --from-traffic URL``: the server's drift proposals written to DIR/proposals.jsonl
+    (a queries file: ``_id``, ``text``, plus ``distance``, ``support``, ``support_share``), never into
+    a golden set; nothing is written when the server has none, and the reason is printed."""
+    if args.proposals is not None and args.proposals < 1:
+        raise ValueError(f"--proposals must be at least 1, got {args.proposals}")
+    out = Path(args.out) / PROPOSALS_FILE
+    if out.exists() and not args.overwrite:
+        raise ValueError(f"{out} exists: review it, or pass --overwrite to replace it")
+    params = {} if args.proposals is None else {"n": args.proposals}
+    answer = fetch_json(args.from_traffic, "/v1/quality/drift/proposals",
+                        args.api_key if args.api_key is not None else api_key_from_env(), args.timeout, params)
+    proposals = answer.get("proposals", [])
+    if proposals:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        from steadyrank.retrieval.fsio import atomic_write_bytes
+
+        atomic_write_bytes(out, "".join(json.dumps({"_id": f"live-{i:03d}", "text": p["query"], "distance": p["distance"],
+                                                   "support": p["support"], "support_share": p["support_share"]},
+                                                  ensure_ascii=False) + "\n"
+                                       for i, p in enumerate(proposals, 1)).encode("utf-8"))
+    summary = {"proposals": len(proposals), "file": str(out) if proposals else None, "window": answer.get("window"),
+               "uncovered": answer.get("uncovered", 0), "spread": answer.get("spread"), "reason": answer.get("reason")}
+    if args.json:
+        print(dumps_json(summary))
+        return 0
+    if not proposals:
+        print(f"no proposals: {answer.get('reason', 'the server returned none')}")
+        return 0
+    print(format_table(["_id", "support", "share", "distance", "query"],
+                       [[f"live-{i:03d}", p["support"], f"{p['support_share']:.3f}", f"{p['distance']:.3f}",
+                         p["query"][:60]] for i, p in enumerate(proposals, 1)]))
+    print(f"{len(proposals)} proposals from {summary['uncovered']} uncovered of {summary['window']} sampled live "
+          f"queries (golden spread {summary['spread']:.3f}) written to {out}; review them, then judge with "
+          f"`steadyrank golden build --index DIR --queries {out} --out GOLDEN_DIR`")
+    return 0
+
+
 def run_build(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
+
+    if args.from_traffic is not None:
+        return run_from_traffic(args)
+    if not args.index or args.queries is None:
+        raise ValueError("golden build needs --index and --queries (or --from-traffic URL)")
 
     from steadyrank.retrieval.corpus import read_queries
     from steadyrank.retrieval.store import IndexStore

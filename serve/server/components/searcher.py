@@ -123,6 +123,12 @@ class Searcher:
         return [np.asarray((await reranker.score.remote(query, texts, shadow=True))["keys"], dtype=np.float32)
                 for query, texts in items]
 
+    async def query_vectors(self, texts: list[str]) -> np.ndarray:
+        """The embedder's query embeddings of ``texts`` (FP32 unit rows, the query prompt), as shadow
+        work: what golden drift compares live and golden queries by (:mod:`serve.server.quality.drift`)."""
+        out = await self.embedder.embed.remote(list(texts), shadow=True, role="query")
+        return np.asarray(out["vectors"], dtype=np.float32)
+
     def _record(self, ranked: Ranked) -> None:
         rec = self.recorder
         for stage, seconds in ranked.timings.items():

@@ -10,7 +10,9 @@ golden and canary gauges through the metrics hub. With ``quality.probes.enabled`
 live Δ-margin probes (:mod:`serve.server.quality.probes`) through the Searcher's ``probe_keys``.
 With ``quality.live_judging.enabled`` it judges sampled served rankings
 (:mod:`serve.server.quality.live_judging`) with the judge ``judge`` builds (a factory the composition
-root passes: the judges live in ``serve.tools.golden.judges``, above this layer).
+root passes: the judges live in ``serve.tools.golden.judges``, above this layer). With
+``quality.drift.enabled`` it samples mirrored queries for golden drift
+(:mod:`serve.server.quality.drift_monitor`), embedded through the Searcher's ``query_vectors``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from steadyrank.serve.server.calls import SearchCall, Variant
+from steadyrank.serve.server.quality.drift_monitor import DriftMonitor
 from steadyrank.serve.server.quality.golden_sets import load_golden
 from steadyrank.serve.server.quality.live_judging import JudgeFactory, LiveJudging
 from steadyrank.serve.server.quality.probes import LiveProbes
@@ -61,11 +64,21 @@ class ShadowEvaluator:
             self.live = LiveJudging(settings.live_judging, judge, Recorder(hub), search, variants)
             self._live_worker = asyncio.get_running_loop().create_task(self.live.run_forever())
 
+        self.drift: DriftMonitor | None = None
+        if settings.drift.enabled:
+            async def query_vectors(texts: list[str]):
+                return await searcher.query_vectors.remote(texts)
+
+            self.drift = DriftMonitor(settings, golden, query_vectors, Recorder(hub))
+            self._drift_rounds = asyncio.get_running_loop().create_task(self.drift.run_forever())
+
     async def mirror(self, event: dict[str, Any]) -> None:
         """Evaluate a served search (golden match, canary copy); its ``live_sample``, when the ingress
-        sent one, is offered to live judging first (that never waits)."""
+        sent one, is offered to live judging first and its query to golden drift (neither waits)."""
         if self.live is not None and event.get("live_sample"):
             self.live.offer(event["live_sample"])
+        if self.drift is not None:
+            self.drift.offer(event["query"])
         await self.service.mirror(event)
 
     async def judge_live(self, event: dict[str, Any]) -> None:
@@ -73,6 +86,19 @@ class ShadowEvaluator:
         (nothing when it is off)."""
         if self.live is not None:
             self.live.offer(event)
+
+    async def drift_now(self) -> dict:
+        """Run one golden-drift round at once (tests, operators); returns the ``drift`` status section."""
+        if self.drift is None:
+            raise ValueError("golden drift is off (quality.drift.enabled)")
+        await self.drift.round()
+        return self.drift.status()
+
+    async def drift_proposals(self, n: int | None = None) -> dict:
+        """Uncovered live queries proposed as golden queries (:meth:`DriftMonitor.proposals`)."""
+        if self.drift is None:
+            return {"proposals": [], "reason": "golden drift is off (quality.drift.enabled: false)"}
+        return await self.drift.proposals(n)
 
     async def replay_now(self) -> int:
         """Run one replay round at once (used by tests and operators); returns evaluations made."""
@@ -89,4 +115,5 @@ class ShadowEvaluator:
 
     async def status(self) -> dict:
         live = {"enabled": False} if self.live is None else self.live.status()
-        return {**self.service.status(), "live_judging": live}
+        drift = {"enabled": False} if self.drift is None else self.drift.status()
+        return {**self.service.status(), "live_judging": live, "drift": drift}
