@@ -56,6 +56,12 @@ CONTRACT = {
     "steadyrank_probe_rounds_total": "counter",
     "steadyrank_partial_searches_total": "counter",
     "steadyrank_deployment_replicas": "gauge",
+    "steadyrank_segment_requests_total": "counter",
+    "steadyrank_segment_canary_verdict": "gauge",
+    "steadyrank_segment_pvalue": "gauge",
+    "steadyrank_segment_paired_queries": "gauge",
+    "steadyrank_segment_guard_active": "gauge",
+    "steadyrank_segment_guard_changes_total": "counter",
 }
 
 

@@ -69,3 +69,7 @@ class ShadowEvaluator:
 
     async def status(self) -> dict:
         return self.service.status()
+
+    async def segment_routes(self) -> dict:
+        """The segments the HTTP edge routes apart: ``refused`` (to the primary), ``bypassed`` (no reranker)."""
+        return self.service.segment_routes()
