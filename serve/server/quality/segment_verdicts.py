@@ -114,8 +114,13 @@ def _tested(by_segment: dict[str, SegmentPairs], rules: CanaryRules, settings: S
     return tests
 
 
+def _alpha(rules: CanaryRules) -> float:
+    """The level of each family, ``1 − confidence`` (rounded: 0.05, not 0.050000000000000044)."""
+    return round(1 - rules.confidence, 12)
+
+
 def _family(rules: CanaryRules, settings: SegmentSettings) -> dict[str, object]:
-    return {"correction": settings.correction, "alpha": 1 - rules.confidence, "min_queries": settings.min_queries,
+    return {"correction": settings.correction, "alpha": _alpha(rules), "min_queries": settings.min_queries,
             "metrics": list(rules.metrics), "margin": rules.margin}
 
 
@@ -124,7 +129,7 @@ def canary_segments(primary: Sequence[GoldenEvaluation], canary: Sequence[Golden
     """Per segment: the canary verdict (module docstring), its reasons, pairs, tests and latency."""
     by_segment = pair_by_segment(primary, canary, segment_of)
     tests = _tested(by_segment, rules, settings, seed)
-    alpha = 1 - rules.confidence
+    alpha = _alpha(rules)
     segments = {}
     for segment, pairs in by_segment.items():
         latency = latency_report(pairs.baseline, pairs.candidate)
@@ -155,7 +160,7 @@ def reranker_segments(first_stage: Sequence[GoldenEvaluation], reranked: Sequenc
     """Per segment: whether the reranker loses to the first stage (module docstring), with its tests."""
     by_segment = pair_by_segment(first_stage, reranked, segment_of)
     tests = _tested(by_segment, rules, settings, seed)
-    alpha = 1 - rules.confidence
+    alpha = _alpha(rules)
     segments = {}
     for segment, pairs in by_segment.items():
         measures = tests.get(segment, {})
