@@ -199,3 +199,21 @@ async def test_distinct_segments_beyond_the_bound_count_as_other(tmp_path) -> No
     assert metric(served, "steadyrank_segment_requests_total", segment="tenant-2", route="canary") == 0.0
     assert metric(served, "steadyrank_segment_requests_total", segment="other", route="canary") == 48.0
     assert len(served.services.settings.quality.segments.header) > 0
+
+
+async def test_the_real_searcher_serves_the_first_stage_order_without_the_reranker() -> None:
+    """The real ``Searcher`` (stand-in retriever and reranker of test_tracing.py): ``rerank`` false
+    serves the retrieval order and scores, reranks nothing (``k`` 0), and says so in ``meta``."""
+    from steadyrank.serve.server.components.searcher import Searcher
+    from tests.http.test_tracing import StandInReranker, StandInRetriever
+
+    served = build()  # the embedded default: the reranker scores from the index's stored vectors
+    reranker = StandInReranker()
+    searcher = Searcher(served.services.settings, served.services.embedder, LocalHandle(StandInRetriever()),
+                        LocalHandle(reranker), None, served.hub.store)
+    reranked = await searcher.search(SearchCall(query="a question", mode="dense"))
+    first = await searcher.search(SearchCall(query="a question", mode="dense", rerank=False))
+    assert first.meta.reranked is False and first.meta.k == 0 and first.meta.scoring == "first_stage"
+    scores = [c.relevance_score for c in first.candidates]
+    assert scores == sorted(scores, reverse=True) and len(first.candidates) == first.meta.retrieved
+    assert reranked.meta.reranked is True and reranked.meta.k > 0
