@@ -247,6 +247,30 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
                "Live queries sampled for golden drift by outcome (embedded; dropped: the pending queue was "
                "full; failed: the shadow embedding failed).",
                ("outcome",)),
+    # --- per-segment verdicts and guards (docs/guides/quality.md "Per-segment verdicts and guards") -------
+    MetricSpec("steadyrank_segment_requests_total", "counter",
+               "User /v1/search requests by segment (the quality.segments.header value; untracked names beyond "
+               "quality.segments.max_segments count as `other`) and route: what served them (primary, canary, "
+               "first_stage: the reranker bypassed).",
+               ("segment", "route")),
+    MetricSpec("steadyrank_segment_canary_verdict", "gauge",
+               "1 for a segment's current canary verdict (promote, hold, rollback; multiple-testing controlled "
+               "across segments), 0 for the others.",
+               ("segment", "verdict")),
+    MetricSpec("steadyrank_segment_pvalue", "gauge",
+               "Adjusted p-value (quality.segments.correction) of a segment's sign-flip test on its golden replays: "
+               "arm canary (canary vs primary) or reranker (reranked vs first-stage order); test loss or noninferior.",
+               ("segment", "arm", "test", "metric", "k")),
+    MetricSpec("steadyrank_segment_paired_queries", "gauge",
+               "Golden queries of a segment replayed through both arms of a comparison (arm: canary, reranker).",
+               ("segment", "arm")),
+    MetricSpec("steadyrank_segment_guard_active", "gauge",
+               "1 while a guard acts on a segment: harm (its traffic goes to the primary, the canary loses there) or "
+               "rerank (its traffic skips the reranker, which loses to the first stage there).",
+               ("segment", "guard")),
+    MetricSpec("steadyrank_segment_guard_changes_total", "counter",
+               "Times a segment's guard turned on or off (guard: harm, rerank; state: on, off); each is logged.",
+               ("segment", "guard", "state")),
 )
 
 _OPS: dict[str, tuple[Kind, ...]] = {"inc": ("counter", "gauge"), "observe": ("histogram",), "set": ("gauge",)}

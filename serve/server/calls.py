@@ -82,6 +82,8 @@ class SearchMeta(ResponseModel):
                                                            "source (off, rules, llm, llm-cache, rules-fallback)")
     suppressed: dict[str, str] = Field(default_factory=dict, description="near-duplicates suppressed by search.dedup_threshold: "
                                                                       "id → the kept candidate it duplicates (served last)")
+    reranked: bool = Field(default=True, description="false when no reranker ran (a segment's reranker bypass: "
+                                                    "the first stage's order and scores)")
 
 
 class SearchCall(BaseModel):
@@ -98,6 +100,8 @@ class SearchCall(BaseModel):
     return_documents: bool = True
     denoise: DenoiseMode | None = None
     deadline: float | None = Field(default=None, description="epoch seconds after which model work is dropped")
+    rerank: bool = Field(default=True, description="false: serve the first stage's order, no reranker "
+                                                  "(a segment's reranker bypass, the first-stage golden replays)")
 
 
 class SearchOutcome(ResponseModel):
@@ -112,15 +116,26 @@ class SearchOutcome(ResponseModel):
               total_s: float) -> SearchOutcome:
         """From the pipeline's :class:`~retrieval.pipeline.Ranked` and the reranker's facts (``info``)."""
         pool, ids = ranked.candidates, ranked.candidates.doc_ids
-        order = ranked.served()
-        candidates = [Candidate(id=ids[i], relevance_score=float(ranked.rerank_scores[i]),
-                                rank_key=float(ranked.rerank_keys[i])) for i in order]
+        if ranked.ranking is None:  # no reranker: the first stage's order and scores
+            order, scores, keys = list(range(len(ids))), ranked.scores, ranked.scores
+        else:
+            order, scores, keys = ranked.served(), ranked.rerank_scores, ranked.rerank_keys
+        candidates = [Candidate(id=ids[i], relevance_score=float(scores[i]), rank_key=float(keys[i])) for i in order]
         results = []
         for i in order[:top_n]:
             doc = pool.documents[i]
-            results.append(SearchResult(id=ids[i], relevance_score=float(ranked.rerank_scores[i]),
+            results.append(SearchResult(id=ids[i], relevance_score=float(scores[i]),
                                         text=doc.text if call.return_documents else None,
                                         title=doc.title if call.return_documents and doc.title else None))
+        if ranked.ranking is None:
+            return cls(results=results, candidates=candidates, meta=SearchMeta(
+                k=0, escalated=False, reasons=[], signals={},
+                stages_ms={**{name: 1000.0 * v for name, v in ranked.timings.items()}, "total": 1000.0 * total_s},
+                retrieval_ms={name: 1000.0 * v for name, v in pool.timings.items()}, mode=mode, retrieved=len(ids),
+                tie_groups=[], tie_at_cutoff=False, tie_group_size_at_cutoff=0, rescored_ties=0, model="none",
+                precision="none", scoring="first_stage", variant=call.variant, shadow=call.shadow,
+                partial=bool(pool.missing_shards), missing_shards=list(pool.missing_shards),
+                query=None if ranked.query is None else ranked.query.to_json(), reranked=False))
         ranking, decision, signals = ranked.ranking, ranked.decision, ranked.signals
         # a search reranks its candidates, so its Ranked carries the ranking and the routing decision
         assert ranking is not None and decision is not None and signals is not None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from steadyrank.metrics import parse_measures
@@ -128,6 +131,45 @@ class DriftSettings(BaseModel):
     proposals: int = Field(default=20, ge=1, le=1000,
                            description="most queries `golden build --from-traffic` proposes at once")
 
+class SegmentSettings(BaseModel):
+    """Per-segment canary verdicts and guards (docs/guides/quality.md "Per-segment verdicts and guards").
+
+    A request's segment is the value of ``header`` (at most ``max_length`` characters of
+    ``[A-Za-z0-9._:-]``, starting with a letter or digit; a request without it is in ``default``);
+    golden queries carry theirs in the golden set (``"segment"``). At most ``max_segments`` distinct
+    segments are tracked: those of the golden set first, then live ones as they arrive; the rest
+    count as ``other``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    header: str = Field(default="X-Steadyrank-Segment", min_length=1, max_length=64,
+                        description="request header naming the segment (tenant, language, tag)")
+    max_length: int = Field(default=32, ge=1, le=128, description="longest segment name accepted (characters); "
+                                                              "a longer one is refused with 400")
+    max_segments: int = Field(default=16, ge=1, le=256,
+                              description="distinct segments tracked (metrics labels, verdicts); the rest count as `other`")
+    min_queries: int = Field(default=10, ge=2, description="paired golden queries of a segment needed before its verdict")
+    correction: Literal["holm", "bh"] = Field(
+        default="holm", description="multiple-testing control across segments: holm (family-wise error) or bh "
+                                    "(Benjamini-Hochberg, false discovery rate)")
+    canary_share: float = Field(default=0.0, ge=0, le=1,
+                                description="fraction of each segment's user /v1/search requests served by the canary "
+                                            "reranker (0: the canary ranks shadow copies only)")
+    harm_guard: bool = Field(default=False, description="serve a segment with the primary reranker while the canary "
+                                                        "loses on it with significance (segment verdict rollback)")
+    rerank_guard: bool = Field(default=False, description="serve a segment without the reranker (first-stage order) while "
+                                                          "the reranker loses to the first stage on its golden queries "
+                                                          "with significance")
+    refresh_s: float = Field(default=5.0, ge=0, description="seconds between the HTTP edge's refreshes of the "
+                                                            "segments' routes from the shadow evaluator")
+
+    @field_validator("header")
+    @classmethod
+    def _header_token(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9-]+", value):
+            raise ValueError(f"header must be an HTTP header name of letters, digits and '-', got {value!r}")
+        return value
+
 
 class QualitySettings(BaseModel):
     """The shadow evaluator: golden replays, live mirroring, canary comparison."""
@@ -180,6 +222,7 @@ class QualitySettings(BaseModel):
                           "window's), so `steadyrank golden build --from-traffic` can propose them as golden "
                           "queries; off: only their embeddings are kept"
     )
+    segments: SegmentSettings = Field(default_factory=SegmentSettings)
 
     @field_validator("grade_map")
     @classmethod

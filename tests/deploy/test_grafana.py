@@ -71,6 +71,12 @@ CONTRACT = {
     "steadyrank_golden_drift_topic_distance": "gauge",
     "steadyrank_golden_drift_window_queries": "gauge",
     "steadyrank_golden_drift_samples_total": "counter",
+    "steadyrank_segment_requests_total": "counter",
+    "steadyrank_segment_canary_verdict": "gauge",
+    "steadyrank_segment_pvalue": "gauge",
+    "steadyrank_segment_paired_queries": "gauge",
+    "steadyrank_segment_guard_active": "gauge",
+    "steadyrank_segment_guard_changes_total": "counter",
 }
 
 

@@ -40,6 +40,9 @@ def test_beir_folder_with_grade_map(tmp_path):
         ({"query_id": "q", "query": "x", "judgments": {}}, "'judgments' must be a non-empty object"),
         ({"query_id": "q", "query": "x", "judgments": {"d": 7}}, "outside the 1-5 rubric"),
         ({"query_id": "q", "query": "x", "judgments": {"d": "5"}}, "must be an integer"),
+        ({"query_id": "q", "query": "x", "judgments": {"d": 5}, "segment": 3}, "'segment' must be a string"),
+        ({"query_id": "q", "query": "x", "judgments": {"d": 5}, "segment": "a b"}, "segment: letters, digits"),
+        ({"query_id": "q", "query": "x", "judgments": {"d": 5}, "segment": "x" * 129}, "at most 128 characters"),
     ],
 )
 def test_bad_records(tmp_path, record, message):
@@ -55,3 +58,11 @@ def test_duplicates_and_missing(tmp_path):
         load_golden(tmp_path / "absent.jsonl")
     with pytest.raises(ValueError, match="no judged query"):
         load_golden(write_jsonl(tmp_path / "empty.jsonl", []))
+
+
+def test_segments_are_read_and_default(tmp_path):
+    golden = load_golden(write_jsonl(tmp_path / "g.jsonl", [
+        {"query_id": "q1", "query": "x", "judgments": {"d": 5}, "segment": "de"},
+        {"query_id": "q2", "query": "y", "judgments": {"d": 5}}]))
+    assert golden.queries["q1"].segment == "de" and golden.queries["q2"].segment == "default"
+    assert golden.segments() == ["de", "default"]

@@ -79,7 +79,7 @@ class Searcher:
             with tracing.span("reranker.fp32_keys", documents=len(texts), variant=call.variant):
                 return await reranker.fp32_keys.remote(query, texts, shadow=call.shadow)
 
-        return SearchModels(retrieve=retrieve, embed=embed, score=score,
+        return SearchModels(retrieve=retrieve, embed=embed, score=score if call.rerank else None,
                             fp32_keys=fp32_keys if self.rescore_on[call.variant] else None,
                             stored_vectors=self.stored_vectors[call.variant], rewriter=self.rewriter)
 
@@ -135,8 +135,8 @@ class Searcher:
             rec.observe("steadyrank_stage_duration_seconds", seconds, stage=stage)
         rec.observe("steadyrank_candidates_reranked", ranked.k)
         decision, ranking = ranked.decision, ranked.ranking
-        # the pipeline always reranks here (_models passes a score): a ranking and a routing decision
-        assert decision is not None and ranking is not None
+        if decision is None or ranking is None:  # the reranker was bypassed (call.rerank false): no routing
+            return
         rec.inc("steadyrank_route_decisions_total", escalated="true" if decision.escalated else "false")
         if decision.escalated:
             for code in set(decision.codes):

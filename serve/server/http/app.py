@@ -33,6 +33,7 @@ from steadyrank.serve.server.http.middleware import RequestContext, _path
 from steadyrank.serve.server.http.routers import cohere, health, native, quality
 from steadyrank.serve.server.http.routers import tei as tei_router
 from steadyrank.serve.server.http.scoring import Scoring
+from steadyrank.serve.server.http.segments import SegmentRouting
 from steadyrank.serve.server.http.services import Gate, Services
 from steadyrank.serve.server.http.state import AppParts, parts_of
 
@@ -42,8 +43,8 @@ logger = logging.getLogger("steadyrank.http")
 def create_app(services: Services) -> FastAPI:
     """The FastAPI application serving ``services`` (routes, middleware, error handlers, the OpenAPI
     schema with the running limits). Its ``state.parts`` (:class:`~serve.server.http.state.AppParts`)
-    holds ``services``, ``keys``, ``gate`` (admission), ``gateway``, ``scoring`` and the readiness
-    cache ``ready``."""
+    holds ``services``, ``keys``, ``gate`` (admission), ``gateway``, ``scoring``, the readiness
+    cache ``ready`` and the segments' routes ``segments``."""
     settings = services.settings
     limits = settings.limits
     tracing.configure(settings.server.tracing)
@@ -53,7 +54,8 @@ def create_app(services: Services) -> FastAPI:
     gate = Gate(pacer=RefusalPacer(limits.refusals_per_s, limits.refusal_max_wait_s), headroom=limits.admission_headroom)
     gateway = Gateway(services, gate)
     app.state.parts = AppParts(services=services, keys=Keys.from_settings(settings.auth), gate=gate, gateway=gateway,
-                               scoring=Scoring(services, gateway), ready=health.ReadyCache())
+                               scoring=Scoring(services, gateway), ready=health.ReadyCache(),
+                               segments=SegmentRouting(settings, services.recorder))
     for router in (native.router, cohere.router, tei_router.router, health.router, quality.router):
         app.include_router(router)
     model_of = {"rerank": services.names.reranker[0], "rerank_v2": services.names.reranker[0],

@@ -14,13 +14,14 @@ if TYPE_CHECKING:
     from steadyrank.serve.server.http.gateway import Gateway
     from steadyrank.serve.server.http.routers.health import ReadyCache
     from steadyrank.serve.server.http.scoring import Scoring
+    from steadyrank.serve.server.http.segments import SegmentRouting
     from steadyrank.serve.server.http.services import Gate, Services
 
 
 @dataclass(frozen=True)
 class AppParts:
     """The components (``services``), the accepted keys, the admission state (``gate``), the
-    gateway to the components, the scoring paths and the readiness cache."""
+    gateway to the components, the scoring paths, the readiness cache and the segments' routes."""
 
     services: Services
     keys: Keys
@@ -28,6 +29,7 @@ class AppParts:
     gateway: Gateway
     scoring: Scoring
     ready: ReadyCache
+    segments: SegmentRouting
 
 
 def parts_of(request: Request) -> AppParts:

@@ -64,12 +64,31 @@ def agreement(primary: Sequence[tuple[str, float]], canary: Sequence[tuple[str, 
     return Agreement(overlap, tau)
 
 
-def _latest_by_query(evaluations: Sequence[GoldenEvaluation]) -> dict[str, GoldenEvaluation]:
+def latest_by_query(evaluations: Sequence[GoldenEvaluation]) -> dict[str, GoldenEvaluation]:
+    """The latest replay of each query in ``evaluations`` (mirrored evaluations never pair)."""
     latest: dict[str, GoldenEvaluation] = {}
     for e in evaluations:
         if e.source == "replay":
             latest[e.query_id] = e
     return latest
+
+
+def latency_report(primary: Sequence[GoldenEvaluation], canary: Sequence[GoldenEvaluation]) -> dict[str, float]:
+    """p95 replay latency (s) of each variant's paired evaluations, and the canary's minus the primary's."""
+    def p95(evaluations: Sequence[GoldenEvaluation]) -> float:
+        return float(np.percentile([e.latency_s for e in evaluations], 95)) if evaluations else float("nan")
+
+    latency = {"primary_p95_s": p95(primary), "canary_p95_s": p95(canary)}
+    latency["delta_p95_s"] = latency["canary_p95_s"] - latency["primary_p95_s"]
+    return latency
+
+
+def latency_holds(latency: dict[str, float], rules: CanaryRules) -> str | None:
+    """None when the canary's p95 is within ``max_p95_latency_increase`` of the primary's, else why not."""
+    limit = latency["primary_p95_s"] * (1 + rules.max_p95_latency_increase)
+    if latency["canary_p95_s"] <= limit:
+        return None
+    return f"canary p95 latency {latency['canary_p95_s']:.4f}s above {limit:.4f}s"
 
 
 def _interval(ci: ConfidenceInterval) -> dict[str, float]:
@@ -85,7 +104,7 @@ def compare(
     seed: int | None = 0,
 ) -> dict:
     """The canary report: per guarded measure deltas and intervals, agreement, latency, verdict."""
-    by_query_a, by_query_b = _latest_by_query(primary), _latest_by_query(canary)
+    by_query_a, by_query_b = latest_by_query(primary), latest_by_query(canary)
     paired = sorted(set(by_query_a) & set(by_query_b))
     a = [by_query_a[q] for q in paired]
     b = [by_query_b[q] for q in paired]
@@ -110,11 +129,7 @@ def compare(
             "n": delta.n,
         }
 
-    def p95(evaluations: list[GoldenEvaluation]) -> float:
-        return float(np.percentile([e.latency_s for e in evaluations], 95)) if evaluations else float("nan")
-
-    latency = {"primary_p95_s": p95(a), "canary_p95_s": p95(b)}
-    latency["delta_p95_s"] = latency["canary_p95_s"] - latency["primary_p95_s"]
+    latency = latency_report(a, b)
     verdict, reasons = decide(per_metric, latency, len(paired), rules)
     mirrored = {
         "n": len(agreements),
@@ -139,9 +154,9 @@ def decide(per_metric: dict[str, dict], latency: dict[str, float], n_paired: int
     inferior = [m for m, r in per_metric.items() if not r["worst"]["low"] >= -rules.margin]
     reasons += [f"{m}: not non-inferior in the worst tie order (worst-case delta CI low "
                 f"{per_metric[m]['worst']['low']:.4f} < -{rules.margin})" for m in inferior]
-    limit = latency["primary_p95_s"] * (1 + rules.max_p95_latency_increase)
-    if not latency["canary_p95_s"] <= limit:
-        reasons.append(f"canary p95 latency {latency['canary_p95_s']:.4f}s above {limit:.4f}s")
+    slow = latency_holds(latency, rules)
+    if slow is not None:
+        reasons.append(slow)
     if reasons:
         return "hold", reasons
     return "promote", [f"every guarded measure non-inferior (margin {rules.margin}) at both tie-aware ends"]

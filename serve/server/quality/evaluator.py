@@ -117,3 +117,7 @@ class ShadowEvaluator:
         live = {"enabled": False} if self.live is None else self.live.status()
         drift = {"enabled": False} if self.drift is None else self.drift.status()
         return {**self.service.status(), "live_judging": live, "drift": drift}
+
+    async def segment_routes(self) -> dict:
+        """The segments the HTTP edge routes apart: ``refused`` (to the primary), ``bypassed`` (no reranker)."""
+        return self.service.segment_routes()

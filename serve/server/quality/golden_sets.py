@@ -2,8 +2,11 @@
 
 Two layouts are accepted:
 
-- a JSONL file, one ``{"query_id": str, "query": str, "judgments": {"doc_id": grade}}`` per line;
-- a BEIR folder (``queries.jsonl`` + ``qrels/<split>.tsv``); queries without judgments are skipped.
+- a JSONL file, one ``{"query_id": str, "query": str, "judgments": {"doc_id": grade}}`` per line,
+  with an optional ``"segment": str`` (tenant, language, tag: :mod:`.segments`' names, at most
+  :data:`MAX_SEGMENT_CHARS` characters; a query without one is in ``default``);
+- a BEIR folder (``queries.jsonl`` + ``qrels/<split>.tsv``); queries without judgments are skipped,
+  every query is in segment ``default``.
 
 Grades are mapped onto the rubric with ``grade_map`` when given (other scales), then must be
 integers in 1–5 (5 fully answers … 1 off-topic). For the ranked metrics (nDCG, MRR, MAP,
@@ -20,9 +23,12 @@ from functools import cached_property
 from pathlib import Path
 
 from steadyrank.metrics import FormatError, read_beir_queries, read_jsonl, read_qrels
+from steadyrank.serve.server.quality.segments import DEFAULT_SEGMENT, segment_name
 
 #: Relevance grade → rubric, for ``metrics.evaluate(rubric_map=...)`` (0 also maps unjudged → 1).
 RELEVANCE_TO_RUBRIC: Mapping[float, float] = {0: 1, 1: 3, 2: 4, 3: 5}
+#: Longest segment name a golden set may carry (the served limit is ``quality.segments.max_length``).
+MAX_SEGMENT_CHARS = 128
 DEMO_GOLDEN = Path(__file__).resolve().parents[2] / "data" / "demo" / "golden.jsonl"
 
 
@@ -33,11 +39,12 @@ def normalise_query(text: str) -> str:
 
 @dataclass(frozen=True)
 class GoldenQuery:
-    """One golden query and its rubric judgments."""
+    """One golden query, its rubric judgments and its segment."""
 
     query_id: str
     query: str
     judgments: dict[str, int]
+    segment: str = DEFAULT_SEGMENT
 
     @property
     def relevance(self) -> dict[str, int]:
@@ -57,6 +64,10 @@ class GoldenSet:
 
     def __len__(self) -> int:
         return len(self.queries)
+
+    def segments(self) -> list[str]:
+        """The segments its queries are tagged with, sorted."""
+        return sorted({q.segment for q in self.queries.values()})
 
     def match(self, query_text: str) -> GoldenQuery | None:
         """The golden query whose normalised text equals ``query_text``'s, if any."""
@@ -94,7 +105,14 @@ def _from_jsonl(path: Path, grade_map: Mapping[int, int] | None) -> dict[str, Go
         if query_id in queries:
             raise FormatError(path, line, f"duplicate query_id {query_id!r}")
         grades = {str(d): _rubric_grade(path, line, str(d), g, grade_map) for d, g in judgments.items()}
-        queries[query_id] = GoldenQuery(query_id, text, grades)
+        segment = record.get("segment")
+        if segment is not None and not isinstance(segment, str):
+            raise FormatError(path, line, f"query {query_id!r}: 'segment' must be a string")
+        try:
+            segment = segment_name(segment, MAX_SEGMENT_CHARS)
+        except ValueError as exc:
+            raise FormatError(path, line, f"query {query_id!r}: {exc}") from None
+        queries[query_id] = GoldenQuery(query_id, text, grades, segment)
     return queries
 
 

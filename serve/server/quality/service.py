@@ -40,10 +40,14 @@ from steadyrank.serve.server.calls import SearchCall, Variant
 from steadyrank.serve.server.quality.canary import VERDICTS, Agreement, agreement, compare
 from steadyrank.serve.server.quality.golden_sets import GoldenQuery, GoldenSet, normalise_query
 from steadyrank.serve.server.quality.monitor import QUALITY_STATS, GoldenEvaluation, QualityWindow, evaluate_ranking
+from steadyrank.serve.server.quality.segment_verdicts import canary_segments, reranker_segments
+from steadyrank.serve.server.quality.segments import SegmentRegistry
 from steadyrank.serve.settings.quality import QualitySettings
 
 logger = logging.getLogger("steadyrank.quality")
 SearchFn = Callable[[SearchCall], Awaitable[dict]]  # the Searcher's call → its outcome as a mapping
+#: The window's arm of the first stage's order of a golden replay (``quality.segments.rerank_guard``).
+FIRST_STAGE = "first_stage"
 
 
 class Recorder(Protocol):
@@ -87,6 +91,9 @@ class QualityService:
         self.counts = {"replayed": 0, "mirrored": 0, "failures": 0, "rounds": 0, "golden_id_ignored": 0,
                        "mirror_skipped_settings": 0}
         self.last_success: float | None = None
+        self.segments = SegmentRegistry(settings.segments.max_segments, golden.segments())
+        self.segment_verdicts: dict[str, Any] = {}
+        self.routes: dict[str, list[str]] = {"refused": [], "bypassed": []}
 
     # --- golden replays -------------------------------------------------------------------
     def _sample(self) -> list[GoldenQuery]:
@@ -96,12 +103,14 @@ class QualityService:
         room = min(self.settings.sample_size - len(chosen), len(others))
         return chosen + self.rng.sample(others, room)
 
-    def _call(self, query: str, variant: Variant, request: dict[str, Any] | None = None) -> SearchCall:
-        """A shadow search of ``query`` through ``variant``: a replay's (the profile, ``quality.top_n``),
-        or a copy of a mirrored ``request`` (its ``top_n``, ``mode`` and ``denoise``)."""
+    def _call(self, query: str, variant: Variant, request: dict[str, Any] | None = None, *,
+              rerank: bool = True) -> SearchCall:
+        """A shadow search of ``query`` through ``variant``: a replay's (the profile, ``quality.top_n``;
+        ``rerank`` false: the first stage's order), or a copy of a mirrored ``request`` (its ``top_n``,
+        ``mode`` and ``denoise``)."""
         if request is None:
             return SearchCall(query=query, top_n=self.settings.top_n, mode=self.profile.mode,
-                              denoise=self.profile.denoise, shadow=True, variant=variant)
+                              denoise=self.profile.denoise, shadow=True, variant=variant, rerank=rerank)
         return SearchCall(query=query, top_n=request.get("top_n"), mode=request.get("mode"),
                           denoise=request.get("denoise"), shadow=True, variant=variant)
 
@@ -113,12 +122,12 @@ class QualityService:
         self.recorder.set("steadyrank_golden_last_success_timestamp_seconds", self.last_success,
                           variant=evaluation.variant)
 
-    def _failed(self, variant: Variant, what: str, exc: Exception) -> None:
+    def _failed(self, variant: str, what: str, exc: Exception) -> None:
         self.counts["failures"] += 1
         self.recorder.inc("steadyrank_golden_failures_total", variant=variant)
         logger.warning("golden %s failed: %s: %s", what, type(exc).__name__, exc)
 
-    async def _evaluate(self, query: GoldenQuery, variant: Variant, source: str,
+    async def _evaluate(self, query: GoldenQuery, variant: str, source: str,
                         call: SearchCall) -> list[tuple[str, float]] | None:
         """Run ``call`` (a search of ``query``) and record its evaluation; None (and counted) on failure."""
         started = time.perf_counter()
@@ -142,6 +151,9 @@ class QualityService:
         for query in self._sample():
             ok = [await self._evaluate(query, variant, "replay", self._call(query.query, variant)) is not None
                   for variant in self.variants]
+            if self.settings.segments.rerank_guard:  # the primary's first stage, the reranker's baseline
+                call = self._call(query.query, "primary", rerank=False)
+                ok.append(await self._evaluate(query, FIRST_STAGE, "replay", call) is not None)
             if all(ok):
                 self.retry.pop(query.query_id, None)
             succeeded += sum(ok)
@@ -192,15 +204,19 @@ class QualityService:
         request, for agreement and (on a counted golden match) the canary's own evaluation.
         """
         golden = self._golden_of(event)
+        meta = event.get("meta", {})
+        served = FIRST_STAGE if meta.get("reranked") is False else str(meta.get("variant", "primary"))
         primary = served_candidates(event)
         if golden is not None and primary and self.rng.random() < self.settings.mirror_fraction:
             try:
-                self._record(evaluate_ranking(golden, primary, variant="primary", source="mirror",
-                                              escalated=bool(event.get("meta", {}).get("escalated", False)),
+                self._record(evaluate_ranking(golden, primary, variant=served, source="mirror",
+                                              escalated=bool(meta.get("escalated", False)),
                                               latency_s=float(event.get("latency_s", 0.0))))
                 self.counts["mirrored"] += 1
             except ValueError as exc:
-                self._failed("primary", f"mirror of {golden.query_id}", exc)
+                self._failed(served, f"mirror of {golden.query_id}", exc)
+        if served != "primary":  # served by the canary or the first stage: nothing to compare a copy with
+            return
         if "canary" in self.variants and self.rng.random() < self.settings.canary_fraction:
             call = self._call(event["query"], "canary", event.get("request") or {})
             if golden is not None:
@@ -230,6 +246,41 @@ class QualityService:
         return compare(self.window.replays("primary"), self.window.replays("canary"),
                        self.settings.canary, list(self.agreements.values()), seed=self.settings.seed)
 
+    def _segment_of(self, query_id: str) -> str:
+        return self.segments.track(self.golden.queries[query_id].segment)
+
+    def update_segments(self) -> dict[str, Any]:
+        """Recompute the per-segment verdicts (:mod:`.segment_verdicts`) and the routes they imply
+        (``refused``: canary verdict rollback under ``harm_guard``; ``bypassed``: the reranker loses to
+        the first stage under ``rerank_guard``); log each route that changes."""
+        rules, segments = self.settings.canary, self.settings.segments
+        verdicts: dict[str, Any] = {}
+        if "canary" in self.variants:
+            verdicts["canary"] = canary_segments(self.window.replays("primary"), self.window.replays("canary"),
+                                                 self._segment_of, rules, segments, seed=self.settings.seed)
+        if segments.rerank_guard:
+            verdicts["reranker"] = reranker_segments(self.window.replays(FIRST_STAGE), self.window.replays("primary"),
+                                                     self._segment_of, rules, segments, seed=self.settings.seed)
+        refused = sorted(s for s, r in verdicts.get("canary", {}).get("segments", {}).items()
+                         if segments.harm_guard and r["verdict"] == "rollback")
+        bypassed = sorted(s for s, r in verdicts.get("reranker", {}).get("segments", {}).items()
+                          if segments.rerank_guard and r["loses"])
+        routes = {"refused": refused, "bypassed": bypassed}
+        for route, names in routes.items():
+            for name in sorted(set(names) ^ set(self.routes[route])):
+                on = name in names
+                logger.warning("segment %s: %s %s", name, route if on else f"no longer {route}",
+                               "(canary loses there: served by the primary)" if route == "refused"
+                               else "(reranker loses to the first stage there: first-stage order served)")
+                self.recorder.inc("steadyrank_segment_guard_changes_total", segment=name,
+                                  guard="harm" if route == "refused" else "rerank", state="on" if on else "off")
+        self.segment_verdicts, self.routes = verdicts, routes
+        return verdicts
+
+    def segment_routes(self) -> dict[str, Any]:
+        """The segments' routes as last computed (:meth:`update_segments`): ``refused``, ``bypassed``."""
+        return dict(self.routes)
+
     def status(self) -> dict:
         summaries = {v: self.window.summary(v) for v in self.variants}
         return {
@@ -241,6 +292,8 @@ class QualityService:
                             "escalation_rate": s.escalation_rate,
                             "mean_k": s.mean_k, "latency_p50_s": s.latency_p50_s, "latency_p95_s": s.latency_p95_s}
                         for v, s in summaries.items()},
+            "segments": {"tracked": self.segments.names(), "settings": self.settings.segments.model_dump(),
+                         "verdicts": self.segment_verdicts, "routes": self.routes},
         }
 
     def export(self) -> None:
@@ -276,3 +329,30 @@ class QualityService:
                         self.recorder.set("steadyrank_canary_delta", value, metric=measure.name, k=str(measure.k), bound=bound)
             for verdict in VERDICTS:
                 self.recorder.set("steadyrank_canary_verdict", float(report["verdict"] == verdict), verdict=verdict)
+        self._export_segments(self.update_segments())
+
+    def _export_segments(self, verdicts: dict[str, Any]) -> None:
+        """The per-segment gauges: canary verdicts, adjusted p-values, pairs, and the guards' state."""
+        for segment, result in verdicts.get("canary", {}).get("segments", {}).items():
+            for verdict in VERDICTS:
+                self.recorder.set("steadyrank_segment_canary_verdict", float(result["verdict"] == verdict),
+                                  segment=segment, verdict=verdict)
+            self.recorder.set("steadyrank_segment_paired_queries", result["paired_queries"], segment=segment,
+                              arm="canary")
+            for name, test in result["metrics"].items():
+                measure = parse_measure(name)
+                for test_name in ("loss", "noninferior"):
+                    self.recorder.set("steadyrank_segment_pvalue", test[f"p_{test_name}_adjusted"], segment=segment,
+                                      arm="canary", test=test_name, metric=measure.name, k=str(measure.k))
+        for segment, result in verdicts.get("reranker", {}).get("segments", {}).items():
+            self.recorder.set("steadyrank_segment_paired_queries", result["paired_queries"], segment=segment,
+                              arm="reranker")
+            for name, test in result["metrics"].items():
+                measure = parse_measure(name)
+                self.recorder.set("steadyrank_segment_pvalue", test["p_loss_adjusted"], segment=segment,
+                                  arm="reranker", test="loss", metric=measure.name, k=str(measure.k))
+        for segment in self.segments.names():
+            self.recorder.set("steadyrank_segment_guard_active", float(segment in self.routes["refused"]),
+                              segment=segment, guard="harm")
+            self.recorder.set("steadyrank_segment_guard_active", float(segment in self.routes["bypassed"]),
+                              segment=segment, guard="rerank")

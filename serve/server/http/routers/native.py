@@ -48,21 +48,29 @@ async def rerank(request: Request, raw: AdmittedBody) -> Response:
 @scoring_post(router, "/v1/search", "search", schemas.SearchRequest, schemas.SearchResponse,
               errors(400, 401, 408, 413, 422, 503, 504))
 async def search(request: Request, raw: AdmittedBody, role: Annotated[Role, Depends(authorised)]) -> Response:
-    """Retrieve (dense, BM25 or hybrid), rerank with dynamic K, return the top ``top_n``."""
+    """Retrieve (dense, BM25 or hybrid), rerank with dynamic K, return the top ``top_n``. The
+    `quality.segments.header` header (default `X-Steadyrank-Segment`) names the request's segment:
+    which reranker serves it follows the segment's canary verdict and guards (`meta.variant`,
+    `meta.reranked`; docs/guides/quality.md "Per-segment verdicts and guards")."""
     started = time.perf_counter()
     app = parts_of(request)
+    routing, evaluator = app.segments, app.services.evaluator
+    segment = routing.segment(request)  # a malformed segment header is refused before the body is parsed
     limits = app.services.settings.limits
     body = app.scoring.parse(raw, schemas.SearchRequest)
     check_query(limits, body.query)
     if body.top_n is not None and body.top_n > limits.max_top_n:
         raise InvalidInputError(f"top_n: must be ≤ {limits.max_top_n}, got {body.top_n}")
+    if evaluator is not None and routing.stale():
+        app.gateway.detach(routing.refresh(evaluator), "segment routes")
+    variant, rerank = routing.route(segment)
     left = app.gateway.remaining(request)
     call = SearchCall(query=body.query, top_n=body.top_n, mode=body.mode, denoise=body.denoise,
-                      return_documents=body.return_documents, deadline=time.time() + left)
+                      return_documents=body.return_documents, deadline=time.time() + left, variant=variant,
+                      rerank=rerank)
     out = await app.scoring.search(request, call, left)
     payload = schemas.SearchResponse.build(out, body.return_candidates).model_dump()
     payload["id"] = request.state.request_id
-    evaluator = app.services.evaluator
     if evaluator is not None:
         outcome = out.model_dump()
         event = {"request": call.model_dump(), "query": body.query, "candidates": outcome["candidates"],
