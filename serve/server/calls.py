@@ -33,6 +33,12 @@ class ResponseModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     omit_none: ClassVar[tuple[str, ...]] = ()
 
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> Any:
+        """The JSON schema of the fields: the wrap serializer below would otherwise make the
+        serialization-mode schema (the served OpenAPI's responses) an empty ``{}``."""
+        return handler({k: v for k, v in core_schema.items() if k != "serialization"})
+
     @model_serializer(mode="wrap")
     def _omit(self, handler: Any) -> Any:
         data = handler(self)
@@ -42,18 +48,37 @@ class ResponseModel(BaseModel):
         return data
 
 
+#: The description of every answer's ``calibrated_score`` (docs/guides/runtime.md, "Calibrated scores").
+CALIBRATED_SCORE = ("P(relevant): the reranker's score_calibration (written by `steadyrank calibrate`) applied to "
+                    "the FP32 rank key, strictly increasing in it (ranking unchanged); omitted when the model has none")
+
+
+class CalibrationMeta(ResponseModel):
+    """What an answer says about the calibration behind its ``calibrated_score``."""
+
+    model: str = Field(..., description="the model id the calibration was fitted on")
+    golden: str | None = Field(..., description="the golden set it was fitted on")
+    threshold: int = Field(..., description="rubric grade from which a document counts as relevant")
+    method: str = Field(..., description="the fitted map (platt: σ(a·key + b), a > 0)")
+    model_mismatch: bool = Field(..., description="fitted on another model than the one served "
+                                                  "(served only with score_calibration_mismatch: flag)")
+
+
 class SearchResult(ResponseModel):
     id: str
     relevance_score: float
     text: str | None = None
     title: str | None = None
-    omit_none: ClassVar[tuple[str, ...]] = ("text", "title")
+    calibrated_score: float | None = Field(None, description=CALIBRATED_SCORE)
+    omit_none: ClassVar[tuple[str, ...]] = ("text", "title", "calibrated_score")
 
 
 class Candidate(ResponseModel):
     id: str
     relevance_score: float = Field(..., description="exact float32 reranker score")
     rank_key: float = Field(..., description="the value the ranking sorts by (HPS: the FP32 logit margin)")
+    calibrated_score: float | None = Field(None, description=CALIBRATED_SCORE)
+    omit_none: ClassVar[tuple[str, ...]] = ("calibrated_score",)
 
 
 class SearchMeta(ResponseModel):
@@ -79,6 +104,9 @@ class SearchMeta(ResponseModel):
     missing_shards: list[int] = Field(default_factory=list, description="shards that did not answer")
     query: dict[str, str] | None = Field(default=None, description="original and rewritten query, the denoise mode and its "
                                                            "source (off, rules, llm, llm-cache, rules-fallback)")
+    calibration: CalibrationMeta | None = Field(default=None, description="the calibration behind calibrated_score; "
+                                                                      "omitted when the reranker has none")
+    omit_none: ClassVar[tuple[str, ...]] = ("calibration",)
 
 
 class SearchCall(BaseModel):
@@ -106,18 +134,27 @@ class SearchOutcome(ResponseModel):
 
     @classmethod
     def build(cls, ranked: Ranked, call: SearchCall, *, top_n: int, mode: Mode, facts: dict[str, Any],
-              total_s: float) -> SearchOutcome:
-        """From the pipeline's :class:`~retrieval.pipeline.Ranked` and the reranker's facts (``info``)."""
+              total_s: float, calibrated: np.ndarray | None = None,
+              calibration: dict[str, Any] | None = None) -> SearchOutcome:
+        """From the pipeline's :class:`~retrieval.pipeline.Ranked` and the reranker's facts (``info``);
+        ``calibrated``: the candidates' calibrated scores (float64, candidate order) and ``calibration``
+        its facts, when the reranker has a score calibration."""
         pool, ids = ranked.candidates, ranked.candidates.doc_ids
         order = ranked.served()
+
+        def calibrated_score(i: int) -> float | None:
+            return None if calibrated is None else float(calibrated[i])
+
         candidates = [Candidate(id=ids[i], relevance_score=float(ranked.rerank_scores[i]),
-                                rank_key=float(ranked.rerank_keys[i])) for i in order]
+                                rank_key=float(ranked.rerank_keys[i]), calibrated_score=calibrated_score(i))
+                      for i in order]
         results = []
         for i in order[:top_n]:
             doc = pool.documents[i]
             results.append(SearchResult(id=ids[i], relevance_score=float(ranked.rerank_scores[i]),
                                         text=doc.text if call.return_documents else None,
-                                        title=doc.title if call.return_documents and doc.title else None))
+                                        title=doc.title if call.return_documents and doc.title else None,
+                                        calibrated_score=calibrated_score(i)))
         ranking, decision, signals = ranked.ranking, ranked.decision, ranked.signals
         # a search reranks its candidates, so its Ranked carries the ranking and the routing decision
         assert ranking is not None and decision is not None and signals is not None
@@ -131,6 +168,7 @@ class SearchOutcome(ResponseModel):
             scoring=facts["scoring"], variant=call.variant, shadow=call.shadow,
             partial=bool(pool.missing_shards), missing_shards=list(pool.missing_shards),
             query=None if ranked.query is None else ranked.query.to_json(),
+            calibration=None if calibration is None else CalibrationMeta(**calibration),
         )
         return cls(results=results, candidates=candidates, meta=meta)
 
@@ -144,7 +182,8 @@ class RerankOutcome:
     (≥ 2) of input indices with exactly equal rank keys, in rank order; ``tie_at_cutoff`` and
     ``tie_group_size_at_cutoff``: the group straddling ``top_n``; ``rescored``: documents re-scored in
     FP32 to settle it; ``truncated``: indices of documents cut to the model's max_length; the model's
-    id, precision and scoring."""
+    id, precision and scoring; ``calibrated``: float64 (n,) calibrated scores in input order and
+    ``calibration`` their :class:`CalibrationMeta` facts, when the model has a score calibration."""
 
     scores: np.ndarray
     order: list[int]
@@ -156,11 +195,21 @@ class RerankOutcome:
     model: str
     precision: str
     scoring: str
+    calibrated: np.ndarray | None = None
+    calibration: dict[str, Any] | None = None
 
     def served_order(self, top_n: int | None) -> list[int]:
         """Input indices in served order, the first ``top_n`` (all when None)."""
         order = [int(i) for i in self.order]
         return order if top_n is None else order[:top_n]
+
+    def calibrated_field(self, i: int) -> dict[str, float]:
+        """``{"calibrated_score": …}`` of input document ``i`` for a dialect's result, ``{}`` without a calibration."""
+        return {} if self.calibrated is None else {"calibrated_score": float(self.calibrated[i])}
+
+    def calibration_facts(self) -> dict[str, Any]:
+        """``{"calibration": facts}`` for a dialect's meta, ``{}`` without a calibration."""
+        return {} if self.calibration is None else {"calibration": self.calibration}
 
     def tie_facts(self) -> dict[str, Any]:
         """The precision and tie facts every rerank dialect reports (``RerankMeta``)."""
