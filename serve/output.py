@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -43,3 +44,14 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], float_fo
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def save_png(fig: Any, path: Path) -> None:
+    """Write a matplotlib figure as a PNG (120 dpi) atomically (a temporary file beside ``path``,
+    renamed over it) and close it."""
+    import matplotlib.pyplot as plt
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, dpi=120, format="png")
+    plt.close(fig)
+    tmp.replace(path)

@@ -34,6 +34,7 @@ SERVE_LAYERS = {
     "server.retry": 3, "server.default": 3, "server.model_refs": 3,
     "server.handles": 4, "server.quality": 4,
     "server.components": 5, "server.http": 5, "server.golden_guard": 5, "tools.golden": 5, "tools.clq": 5,
+    "tools.score_calibration": 5,
     "server.hosting": 6,
     "launcher": 7, "app": 7,
     "cli": 8,

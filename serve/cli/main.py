@@ -25,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "golden": ("steadyrank.serve.cli.commands.golden", "build a golden set (pool, judge, prune, Plackett-Luce refinement); audit it"),
     "clq": ("steadyrank.serve.cli.commands.clq", "cost-latency-quality sweep: Pareto frontier and SLA/budget picks"),
     "probe": ("steadyrank.serve.cli.commands.probe", "Δ-margin name-identity probes and conversational-noise probes"),
+    "calibrate": ("steadyrank.serve.cli.commands.calibrate",
+                  "fit calibrated scores (P(relevant) from a reranker's rank key) on a golden set"),
 }
 
 

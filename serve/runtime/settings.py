@@ -107,6 +107,13 @@ class ModelSettings(BaseModel):
                                   "(requests' instructions refused)")
     yes_token: str | int = Field(default="yes", description="causal-LM: token (string or id) read as 'relevant'")
     no_token: str | int = Field(default="no", description="causal-LM: token (string or id) read as 'not relevant'")
+    score_calibration: str | None = Field(
+        default=None, description="a score calibration file written by `steadyrank calibrate` for this model: "
+                                  "answers add calibrated_score (P(relevant), strictly increasing in the rank "
+                                  "key, ranking unchanged) beside relevance_score; null = none")
+    score_calibration_mismatch: Literal["refuse", "flag"] = Field(
+        default="refuse", description="a score_calibration fitted on another model id: refuse to start, or serve "
+                                      "it flagged (meta.calibration.model_mismatch: true)")
 
     def model_path(self) -> Path:
         """``path`` as a :class:`Path`, the bundled MiniLM when unset."""

@@ -33,6 +33,12 @@ class ResponseModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     omit_none: ClassVar[tuple[str, ...]] = ()
 
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> Any:
+        """The JSON schema of the fields: the wrap serializer below would otherwise make the
+        serialization-mode schema (the served OpenAPI's responses) an empty ``{}``."""
+        return handler({k: v for k, v in core_schema.items() if k != "serialization"})
+
     @model_serializer(mode="wrap")
     def _omit(self, handler: Any) -> Any:
         data = handler(self)
@@ -42,18 +48,37 @@ class ResponseModel(BaseModel):
         return data
 
 
+#: The description of every answer's ``calibrated_score`` (docs/guides/runtime.md, "Calibrated scores").
+CALIBRATED_SCORE = ("P(relevant): the reranker's score_calibration (written by `steadyrank calibrate`) applied to "
+                    "the FP32 rank key, strictly increasing in it (ranking unchanged); omitted when the model has none")
+
+
+class CalibrationMeta(ResponseModel):
+    """What an answer says about the calibration behind its ``calibrated_score``."""
+
+    model: str = Field(..., description="the model id the calibration was fitted on")
+    golden: str | None = Field(..., description="the golden set it was fitted on")
+    threshold: int = Field(..., description="rubric grade from which a document counts as relevant")
+    method: str = Field(..., description="the fitted map (platt: σ(a·key + b), a > 0)")
+    model_mismatch: bool = Field(..., description="fitted on another model than the one served "
+                                                  "(served only with score_calibration_mismatch: flag)")
+
+
 class SearchResult(ResponseModel):
     id: str
     relevance_score: float
     text: str | None = None
     title: str | None = None
-    omit_none: ClassVar[tuple[str, ...]] = ("text", "title")
+    calibrated_score: float | None = Field(None, description=CALIBRATED_SCORE)
+    omit_none: ClassVar[tuple[str, ...]] = ("text", "title", "calibrated_score")
 
 
 class Candidate(ResponseModel):
     id: str
     relevance_score: float = Field(..., description="exact float32 reranker score")
     rank_key: float = Field(..., description="the value the ranking sorts by (HPS: the FP32 logit margin)")
+    calibrated_score: float | None = Field(None, description=CALIBRATED_SCORE)
+    omit_none: ClassVar[tuple[str, ...]] = ("calibrated_score",)
 
 
 class SearchMeta(ResponseModel):
@@ -84,6 +109,9 @@ class SearchMeta(ResponseModel):
                                                                       "id → the kept candidate it duplicates (served last)")
     reranked: bool = Field(default=True, description="false when no reranker ran (a segment's reranker bypass: "
                                                     "the first stage's order and scores)")
+    calibration: CalibrationMeta | None = Field(default=None, description="the calibration behind calibrated_score; "
+                                                                      "omitted when the reranker has none")
+    omit_none: ClassVar[tuple[str, ...]] = ("calibration",)
 
 
 class SearchCall(BaseModel):
@@ -113,20 +141,30 @@ class SearchOutcome(ResponseModel):
 
     @classmethod
     def build(cls, ranked: Ranked, call: SearchCall, *, top_n: int, mode: Mode, facts: dict[str, Any],
-              total_s: float) -> SearchOutcome:
-        """From the pipeline's :class:`~retrieval.pipeline.Ranked` and the reranker's facts (``info``)."""
+              total_s: float, calibrated: np.ndarray | None = None,
+              calibration: dict[str, Any] | None = None) -> SearchOutcome:
+        """From the pipeline's :class:`~retrieval.pipeline.Ranked` and the reranker's facts (``info``);
+        ``calibrated``: the candidates' calibrated scores (float64, candidate order) and ``calibration``
+        its facts, when the reranker has a score calibration."""
         pool, ids = ranked.candidates, ranked.candidates.doc_ids
         if ranked.ranking is None:  # no reranker: the first stage's order and scores
             order, scores, keys = list(range(len(ids))), ranked.scores, ranked.scores
         else:
             order, scores, keys = ranked.served(), ranked.rerank_scores, ranked.rerank_keys
-        candidates = [Candidate(id=ids[i], relevance_score=float(scores[i]), rank_key=float(keys[i])) for i in order]
+
+        def calibrated_score(i: int) -> float | None:
+            return None if calibrated is None else float(calibrated[i])
+
+        candidates = [Candidate(id=ids[i], relevance_score=float(scores[i]), rank_key=float(keys[i]),
+                                calibrated_score=calibrated_score(i))
+                      for i in order]
         results = []
         for i in order[:top_n]:
             doc = pool.documents[i]
             results.append(SearchResult(id=ids[i], relevance_score=float(scores[i]),
                                         text=doc.text if call.return_documents else None,
-                                        title=doc.title if call.return_documents and doc.title else None))
+                                        title=doc.title if call.return_documents and doc.title else None,
+                                        calibrated_score=calibrated_score(i)))
         if ranked.ranking is None:
             return cls(results=results, candidates=candidates, meta=SearchMeta(
                 k=0, escalated=False, reasons=[], signals={},
@@ -150,6 +188,7 @@ class SearchOutcome(ResponseModel):
             partial=bool(pool.missing_shards), missing_shards=list(pool.missing_shards),
             query=None if ranked.query is None else ranked.query.to_json(),
             suppressed=dict(ranked.demoted),
+            calibration=None if calibration is None else CalibrationMeta(**calibration),
         )
         return cls(results=results, candidates=candidates, meta=meta)
 
@@ -163,7 +202,8 @@ class RerankOutcome:
     (≥ 2) of input indices with exactly equal rank keys, in rank order; ``tie_at_cutoff`` and
     ``tie_group_size_at_cutoff``: the group straddling ``top_n``; ``rescored``: documents re-scored in
     FP32 to settle it; ``truncated``: indices of documents cut to the model's max_length; the model's
-    id, precision and scoring."""
+    id, precision and scoring; ``calibrated``: float64 (n,) calibrated scores in input order and
+    ``calibration`` their :class:`CalibrationMeta` facts, when the model has a score calibration."""
 
     scores: np.ndarray
     order: list[int]
@@ -175,11 +215,21 @@ class RerankOutcome:
     model: str
     precision: str
     scoring: str
+    calibrated: np.ndarray | None = None
+    calibration: dict[str, Any] | None = None
 
     def served_order(self, top_n: int | None) -> list[int]:
         """Input indices in served order, the first ``top_n`` (all when None)."""
         order = [int(i) for i in self.order]
         return order if top_n is None else order[:top_n]
+
+    def calibrated_field(self, i: int) -> dict[str, float]:
+        """``{"calibrated_score": …}`` of input document ``i`` for a dialect's result, ``{}`` without a calibration."""
+        return {} if self.calibrated is None else {"calibrated_score": float(self.calibrated[i])}
+
+    def calibration_facts(self) -> dict[str, Any]:
+        """``{"calibration": facts}`` for a dialect's meta, ``{}`` without a calibration."""
+        return {} if self.calibration is None else {"calibration": self.calibration}
 
     def tie_facts(self) -> dict[str, Any]:
         """The precision and tie facts every rerank dialect reports (``RerankMeta``)."""

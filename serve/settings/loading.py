@@ -86,12 +86,33 @@ def load_settings(source: str | Path | dict[str, Any] | Settings | None = None) 
         raise SettingsError(format_validation_error(exc, label)) from None
 
 
+def _calibration_problems(settings: Settings) -> list[str]:
+    """A reranker's ``score_calibration`` that is missing, not a calibration file, or fitted on
+    another model id (unless ``score_calibration_mismatch: flag``): one problem line each."""
+    from steadyrank.serve.runtime.inspection import inspect_model, model_id
+    from steadyrank.serve.runtime.score_calibration import served_calibration
+
+    reranker = ("reranker", settings.reranker) if settings.reranker is not None else ("embedder", settings.embedder)
+    problems = []
+    for field, model in (reranker, ("canary", settings.canary)):
+        if model is None or model.score_calibration is None:
+            continue
+        if model.path is not None and not Path(model.path).expanduser().is_dir():
+            continue  # reported as the missing model directory
+        try:
+            served_calibration(model, model_id(inspect_model(model)))
+        except (ValueError, FileNotFoundError) as exc:
+            problems.append(f"{field}.score_calibration: {exc}")
+    return problems
+
+
 def check_files(settings: Settings) -> None:
     """Check that every file the settings name exists (errors name the field); cheap, no model loads."""
     problems = []
     for field, model in (("embedder", settings.embedder), ("reranker", settings.reranker), ("canary", settings.canary)):
         if model is not None and model.path is not None and not Path(model.path).expanduser().is_dir():
             problems.append(f"{field}.path: no model directory at {model.path}")
+    problems += _calibration_problems(settings)
     index = settings.index
     if index.corpus is not None and not Path(index.corpus).expanduser().exists():
         problems.append(f"index.corpus: no such file or folder: {index.corpus}")

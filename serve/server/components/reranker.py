@@ -45,12 +45,16 @@ class Reranker:
     def __init__(self, settings: Settings | dict, model: Any, role: Variant, hub: Any) -> None:
         from steadyrank.serve.runtime import ModelSettings, load_scorer
         from steadyrank.serve.runtime.precision_calibration import CACHE_FILE
+        from steadyrank.serve.runtime.score_calibration import served_calibration
 
         settings = load_settings(settings)
         options = settings.deployments.reranker if role == "primary" else settings.deployments.canary_reranker
         set_compute_threads(options.torch_threads, options.forward_lanes)
         # precision auto of a cross-encoder: measured once per model and machine, cached beside the index
-        self.scorer = load_scorer(ModelSettings.model_validate(model), calibration=settings.cache_path() / CACHE_FILE)
+        model_settings = ModelSettings.model_validate(model)
+        self.scorer = load_scorer(model_settings, calibration=settings.cache_path() / CACHE_FILE)
+        # calibrated scores: refused here too when fitted on another model (settings.check_files refuses first)
+        self.calibration = served_calibration(model_settings, self.scorer.model_id)
         self.executor = model_executor(settings.deployments.background_niceness)
         self._batch = RequestBatcher(self._run_batch)  # limits from user_config (reconfigure)
         self.role = role
@@ -136,7 +140,9 @@ class Reranker:
             tie_groups=[g.tolist() for g in ranking.tie_groups], tie_at_cutoff=bool(ranking.tie_at_cutoff),
             tie_group_size_at_cutoff=int(ranking.tie_group_size_at_cutoff), rescored=int(ranking.rescored),
             truncated=np.flatnonzero(scored["truncated"]).tolist(), model=self.scorer.model_id,
-            precision=self.scorer.precision, scoring=self.scorer.scoring)
+            precision=self.scorer.precision, scoring=self.scorer.scoring,
+            **({} if self.calibration is None else {"calibrated": self.calibration.apply(scored["keys"]),
+                                                    "calibration": self.calibration.facts()}))
         if record:
             rec = self.recorder
             rec.observe("steadyrank_stage_duration_seconds", time.perf_counter() - started, stage="rerank")

@@ -14,6 +14,7 @@ from steadyrank.retrieval.rewrite import LlmRewriter
 from steadyrank.retrieval.routing import Route
 from steadyrank.serve import tracing
 from steadyrank.serve.errors import EmptyInputError, InvalidInputError
+from steadyrank.serve.runtime.score_calibration import ServedCalibration, served_calibration
 from steadyrank.serve.server.calls import SearchCall, SearchOutcome
 from steadyrank.serve.server.components.reranker import record_ties
 from steadyrank.serve.settings import Settings, load_settings
@@ -37,6 +38,8 @@ class Searcher:
         # the primary reranker is the embedder: rerank from the index's stored vectors
         self.stored_vectors = {"primary": settings.reranker_model.same_vectors(settings.embedder), "canary": False}
         self.facts: dict[str, dict[str, Any]] = {}
+        self.models = models
+        self.calibrations: dict[str, ServedCalibration | None] = {}
         llm = settings.search.denoise_llm
         self.rewriter = None if llm is None else LlmRewriter(llm.rewriter_settings())
         self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
@@ -45,6 +48,13 @@ class Searcher:
         if variant not in self.facts:
             self.facts[variant] = await self.rerankers[variant].info.remote()
         return self.facts[variant]
+
+    def _calibration(self, variant: str, served_model_id: str) -> ServedCalibration | None:
+        """The variant's score calibration checked against the model its reranker serves (read once)."""
+        if variant not in self.calibrations:
+            model = self.models[variant]
+            self.calibrations[variant] = None if model is None else served_calibration(model, served_model_id)
+        return self.calibrations[variant]
 
     async def ready(self) -> dict[str, Any]:
         """Model and index facts of every component (raises if one is not reachable)."""
@@ -108,8 +118,12 @@ class Searcher:
         ranked = await search(call.query, mode, self._models(call), policy, call.route or self.route, denoise,
                               self.settings.search.hygiene())
         facts = await self._facts(call.variant)
-        outcome = SearchOutcome.build(ranked, call, top_n=top_n, mode=mode, facts=facts,
-                                      total_s=time.perf_counter() - started)
+        # a bypassed reranker (call.rerank false) leaves no keys to calibrate
+        calibration = None if ranked.ranking is None else self._calibration(call.variant, facts["model"])
+        outcome = SearchOutcome.build(
+            ranked, call, top_n=top_n, mode=mode, facts=facts, total_s=time.perf_counter() - started,
+            calibrated=None if calibration is None else calibration.apply(ranked.rerank_keys),
+            calibration=None if calibration is None else calibration.facts())
         if not call.shadow:
             self._record(ranked)
         return outcome

@@ -40,6 +40,8 @@ from pydantic import (
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.rewrite import DenoiseMode
 from steadyrank.serve.server.calls import (
+    CALIBRATED_SCORE,
+    CalibrationMeta,
     Candidate,
     RerankOutcome,
     ResponseModel,
@@ -127,7 +129,8 @@ class RerankResult(ResponseModel):
     relevance_score: float = Field(..., description="FP32 score (HPS: φ of FP32-upcast logits)")
     document: RerankDocument | dict[str, Any] | None = Field(None, description="the document as sent "
                                                                                 "(strings as {\"text\": ...})")
-    omit_none: ClassVar[tuple[str, ...]] = ("document",)
+    calibrated_score: float | None = Field(None, description=CALIBRATED_SCORE)
+    omit_none: ClassVar[tuple[str, ...]] = ("document", "calibrated_score")
 
 
 class RerankMeta(ResponseModel):
@@ -141,7 +144,9 @@ class RerankMeta(ResponseModel):
     ignored_fields: list[str] | None = Field(None, description="request fields this route accepted and did not "
                                                                "honour (also in the X-Ignored-Fields header); "
                                                                "omitted when none")
-    omit_none: ClassVar[tuple[str, ...]] = ("ignored_fields",)
+    calibration: CalibrationMeta | None = Field(None, description="the calibration behind calibrated_score; "
+                                                                  "omitted when the reranker has none")
+    omit_none: ClassVar[tuple[str, ...]] = ("ignored_fields", "calibration")
 
 
 class RerankResponse(ResponseModel):
@@ -161,9 +166,9 @@ class RerankResponse(ResponseModel):
             return {"text": document} if isinstance(document, str) else document
 
         results = [RerankResult(index=i, relevance_score=float(ranked.scores[i]),
-                                document=sent(documents[i]) if return_documents else None)
+                                document=sent(documents[i]) if return_documents else None, **ranked.calibrated_field(i))
                    for i in ranked.served_order(top_n)]
-        meta = RerankMeta(**ranked.tie_facts(), ignored_fields=ignored_fields or None)
+        meta = RerankMeta(**ranked.tie_facts(), **ranked.calibration_facts(), ignored_fields=ignored_fields or None)
         return cls(id=new_id(), model=ranked.model, results=results, meta=meta)
 
 

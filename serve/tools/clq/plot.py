@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from steadyrank.serve.output import save_png
+
 
 def plot(decision: dict[str, Any], quality: str, latency_stat: str, path: Path) -> None:
     """Write a PNG: every configuration as a point (area ∝ cost per query), the frontier in colour
@@ -54,7 +56,4 @@ def plot(decision: dict[str, Any], quality: str, latency_stat: str, path: Path) 
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, dpi=120, format="png")
-    plt.close(fig)
-    tmp.replace(path)
+    save_png(fig, path)

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from steadyrank.serve.server.calls import RerankOutcome
+from steadyrank.serve.server.calls import CALIBRATED_SCORE, RerankOutcome
 from steadyrank.serve.server.http.dialects.schema_limits import limited
 from steadyrank.serve.server.http.schemas import DocumentText, PositiveInteger, Query, RerankInstruction, RerankMeta
 
@@ -44,6 +44,7 @@ class RerankV2Request(BaseModel):
 class RerankV2Result(BaseModel):
     index: int
     relevance_score: float
+    calibrated_score: float | None = Field(None, description=f"steadyrank's extension (not Cohere's): {CALIBRATED_SCORE}")
 
 
 class ApiVersion(BaseModel):
@@ -78,10 +79,11 @@ def v2_response(out: RerankOutcome, top_n: int | None, cut: list[int]) -> dict[s
     n = len(scores)
     return {
         "id": str(uuid.uuid4()),
-        "results": [{"index": i, "relevance_score": float(scores[i])} for i in out.served_order(top_n)],
+        "results": [{"index": i, "relevance_score": float(scores[i]), **out.calibrated_field(i)}
+                    for i in out.served_order(top_n)],
         "meta": {
             "api_version": {"version": "2"},
             "billed_units": {"search_units": max(1, math.ceil(n / DOCUMENTS_PER_SEARCH_UNIT))},
-            "steadyrank": {**out.tie_facts(), "model": out.model, "cut_to_max_tokens": cut},
+            "steadyrank": {**out.tie_facts(), **out.calibration_facts(), "model": out.model, "cut_to_max_tokens": cut},
         },
     }

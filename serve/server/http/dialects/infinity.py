@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from steadyrank.serve.server.calls import RerankOutcome
+from steadyrank.serve.server.calls import CALIBRATED_SCORE, RerankOutcome
 from steadyrank.serve.server.http.dialects.schema_limits import limited
 from steadyrank.serve.server.http.dialects.tei import _refuse_true
 from steadyrank.serve.server.http.schemas import DocumentText, Flag, PositiveInteger, Query
@@ -38,6 +38,8 @@ class InfinityRank(BaseModel):
     index: int
     relevance_score: float
     document: str | None = None
+    calibrated_score: float | None = Field(None, description=f"steadyrank's extension (not Infinity's): "
+                                                             f"{CALIBRATED_SCORE}")
 
 
 class InfinityRerankResponse(BaseModel):
@@ -58,7 +60,7 @@ def rerank_response(out: RerankOutcome, documents: list[str], top_n: int | None,
     scores = out.scores
     data = []
     for i in out.served_order(top_n):
-        item: dict[str, Any] = {"index": i, "relevance_score": float(scores[i])}
+        item: dict[str, Any] = {"index": i, "relevance_score": float(scores[i]), **out.calibrated_field(i)}
         if return_documents:
             item["document"] = documents[i]
         data.append(item)

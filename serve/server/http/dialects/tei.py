@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 
 from steadyrank.serve.errors import InputTooLongError, SchemaError
-from steadyrank.serve.server.calls import RerankOutcome
+from steadyrank.serve.server.calls import CALIBRATED_SCORE, RerankOutcome
 from steadyrank.serve.server.http.dialects.schema_limits import limited
 from steadyrank.serve.server.http.schemas import DocumentText, EmbeddingText, ErrorResponse, Flag, PromptName, Query
 
@@ -85,6 +85,7 @@ class TeiRank(BaseModel):
     index: int
     score: float
     text: str | None = None
+    calibrated_score: float | None = Field(None, description=f"steadyrank's extension (not TEI's): {CALIBRATED_SCORE}")
 
 
 class TeiError(BaseModel):
@@ -118,7 +119,7 @@ def rerank_response(out: RerankOutcome, texts: list[str], return_text: bool | No
     scores = out.scores
     ranks = []
     for i in out.served_order(None):
-        item: dict[str, Any] = {"index": i, "score": float(scores[i])}
+        item: dict[str, Any] = {"index": i, "score": float(scores[i]), **out.calibrated_field(i)}
         if return_text:
             item["text"] = texts[i]
         ranks.append(item)
