@@ -10,12 +10,13 @@ from pydantic import ValidationError
 
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool, PassScores, Ranked, SearchModels, search
+from steadyrank.retrieval.ranking import Cutoff
 from steadyrank.retrieval.rewrite import LlmRewriter
 from steadyrank.retrieval.routing import Route
 from steadyrank.serve import tracing
 from steadyrank.serve.errors import EmptyInputError, InvalidInputError
 from steadyrank.serve.server.calls import SearchCall, SearchOutcome
-from steadyrank.serve.server.components.reranker import record_ties
+from steadyrank.serve.server.components.reranker import record_cutoff, record_ties
 from steadyrank.serve.settings import Settings, load_settings
 from steadyrank.serve.telemetry import Recorder
 
@@ -57,8 +58,10 @@ class Searcher:
             checks["canary_reranker"] = self.rerankers["canary"].info.remote()
         return {name: await response for name, response in checks.items()}
 
-    def _models(self, call: SearchCall) -> SearchModels:
+    def _models(self, call: SearchCall, facts: dict[str, Any]) -> SearchModels:
+        """The pipeline's calls for ``call``; ``facts``: the reranker's ``info`` (its certified cutoff)."""
         reranker = self.rerankers[call.variant]
+        cutoff = facts.get("cutoff")
 
         async def embed(query: str) -> np.ndarray:
             with tracing.span("embedder.embed", texts=1):
@@ -81,7 +84,8 @@ class Searcher:
 
         return SearchModels(retrieve=retrieve, embed=embed, score=score,
                             fp32_keys=fp32_keys if self.rescore_on[call.variant] else None,
-                            stored_vectors=self.stored_vectors[call.variant], rewriter=self.rewriter)
+                            stored_vectors=self.stored_vectors[call.variant], rewriter=self.rewriter,
+                            cutoff=None if cutoff is None else Cutoff(cutoff["margin"], cutoff["max_rescore"]))
 
     async def search(self, request: SearchCall | dict[str, Any]) -> SearchOutcome:
         """Search one query (:class:`~serve.server.calls.SearchCall`: ``query``, ``top_n`` (default
@@ -105,8 +109,8 @@ class Searcher:
         denoise = call.denoise or self.settings.search.denoise
         if denoise == "llm" and self.rewriter is None:  # no endpoint configured: llm's own fallback, rules
             denoise = "rules"
-        ranked = await search(call.query, mode, self._models(call), policy, call.route or self.route, denoise)
         facts = await self._facts(call.variant)
+        ranked = await search(call.query, mode, self._models(call, facts), policy, call.route or self.route, denoise)
         outcome = SearchOutcome.build(ranked, call, top_n=top_n, mode=mode, facts=facts,
                                       total_s=time.perf_counter() - started)
         if not call.shadow:
@@ -135,3 +139,4 @@ class Searcher:
             for code in set(decision.codes):
                 rec.inc("steadyrank_escalations_total", reason=code)
         record_ties(rec, ranking.tie_group_size_at_cutoff, ranking.rescored)
+        record_cutoff(rec, ranking.certified, ranking.near_rescored)
