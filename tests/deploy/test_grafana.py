@@ -56,6 +56,9 @@ CONTRACT = {
     "steadyrank_probe_rounds_total": "counter",
     "steadyrank_partial_searches_total": "counter",
     "steadyrank_deployment_replicas": "gauge",
+    "steadyrank_cutoff_checks_total": "counter",
+    "steadyrank_cutoff_uncertified_total": "counter",
+    "steadyrank_cutoff_rescored_total": "counter",
 }
 
 
