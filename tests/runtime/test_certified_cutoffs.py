@@ -179,3 +179,31 @@ def test_certified_bf16_top_n_equals_fp32_top_n() -> None:
         rescored += out.near_rescored + out.rescored
     assert differ > 0
     assert rescored < len(docs) * len(docs) / 8  # narrow blocks: far less than re-scoring every list whole
+
+
+def test_served_reranker_reports_and_counts_the_certified_cutoff() -> None:
+    """The real Reranker deployment class in-process (no Ray), the real MiniLM in BF16 with a margin
+    wide enough to put every candidate near the cutoff: meta and the counters say what happened."""
+    from steadyrank.serve.server.components.metrics_hub import MetricsHub
+    from steadyrank.serve.server.components.reranker import Reranker
+    from steadyrank.serve.settings import load_settings
+    from tests.serve.conftest import parse_metrics
+
+    query, docs = demo_passages(6)
+    store = MetricsHub().store
+    wide = ModelSettings(precision="bf16", certify_cutoffs=True, score_error_bound=10.0, certify_max_rescore=6)
+    deployment = Reranker(load_settings({}), wide.model_dump(), "primary", store)
+    certified = asyncio.run(deployment.rerank(query, docs, top_n=2))
+    assert certified.tie_facts()["cutoff_certified"] is True and certified.near_rescored + certified.rescored == 6
+    narrow = Reranker(load_settings({}), wide.model_copy(update={"certify_max_rescore": 5}).model_dump(),
+                      "primary", store)
+    uncertified = asyncio.run(narrow.rerank(query, docs, top_n=2))
+    assert (uncertified.cutoff_certified, uncertified.near_rescored) == (False, 0)  # over the cap: no work
+    for recorder in (deployment.recorder, narrow.recorder):
+        recorder.flush()
+    series = parse_metrics(store.render().decode())
+    counts = {name: series.get((name, ()), 0.0) for name in ("steadyrank_cutoff_checks_total",
+                                                           "steadyrank_cutoff_uncertified_total",
+                                                           "steadyrank_cutoff_rescored_total")}
+    assert counts == {"steadyrank_cutoff_checks_total": 2, "steadyrank_cutoff_uncertified_total": 1,
+                      "steadyrank_cutoff_rescored_total": certified.near_rescored}
