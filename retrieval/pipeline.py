@@ -49,7 +49,7 @@ from steadyrank.retrieval.hygiene import (
 )
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.protocols import Embedder, Reranker
-from steadyrank.retrieval.ranking import AsyncRescore, Ranking, rank_async
+from steadyrank.retrieval.ranking import AsyncRescore, Cutoff, Ranking, rank_async
 from steadyrank.retrieval.rewrite import DenoiseMode, LlmRewriter, Rewrite, rewrite_query
 from steadyrank.retrieval.routing import (
     Route,
@@ -85,7 +85,8 @@ class SearchModels:
     ``score`` None: no reranker (retrieval order is served). ``fp32_keys`` None: a tie straddling
     ``top_n`` is reported, not settled. ``stored_vectors``: the reranker is the embedder; score from
     the stored vectors (module docstring) instead of calling ``score``. ``rewriter``: the chat model
-    of ``denoise="llm"`` (None: that mode is refused)."""
+    of ``denoise="llm"`` (None: that mode is refused). ``cutoff``: certify the top ``top_n`` set with
+    ``fp32_keys`` (:class:`~retrieval.ranking.Cutoff`; None: exact ties only)."""
 
     retrieve: Retrieve
     embed: EmbedQuery | None = None
@@ -93,6 +94,7 @@ class SearchModels:
     fp32_keys: Fp32Keys | None = None
     stored_vectors: bool = False
     rewriter: LlmRewriter | None = None
+    cutoff: Cutoff | None = None
 
 
 @dataclass(frozen=True)
@@ -184,11 +186,13 @@ async def rank_pool(
     route: Route = "dynamic",
     fp32_keys: Fp32Keys | None = None,
     boost_weight: float = 0.0,
+    cutoff: Cutoff | None = None,
 ) -> Ranked:
     """Rerank ``pool`` for ``query`` under ``route`` (see :func:`retrieval.routing.decide`) with the
     passes ``score`` (:func:`model_rows` or :func:`stored_vector_rows`); ``boost_weight`` > 0 adds the
     lexical boost to the keys (:mod:`retrieval.hygiene`); a tie straddling ``settings.top_n`` is
-    settled with ``fp32_keys`` when given (boosted alike)."""
+    settled with ``fp32_keys`` when given (boosted alike; and, with ``cutoff``, every candidate near
+    it: :func:`retrieval.ranking.rank`)."""
     timings: dict[str, float] = {}
     n = len(pool.doc_ids)
     texts = pool.texts[: min(settings.k_high, n)]
@@ -226,7 +230,7 @@ async def rank_pool(
 
     started = time.perf_counter()
     rescore = None if fp32_keys is None else _rescorer(fp32_keys, query, texts, overlap, boost_weight)
-    ranking = await rank_async(keys, settings.top_n, rescore)
+    ranking = await rank_async(keys, settings.top_n, rescore, cutoff)
     timings["rerank"] = rerank_s + time.perf_counter() - started
     doc_ids, served = serve_order(pool.doc_ids, keys, ranking.order)
     return Ranked(doc_ids, served, pool, scores, keys, ranking, signals, decision, timings, first_pass_s,
@@ -264,7 +268,8 @@ async def search(query: str, mode: Mode, models: SearchModels, settings: Routing
         retrieved = Ranked(pool.doc_ids, pool.scores, pool, empty, empty, None, None, None, {})
         return with_demoted(retrieved, demoted, timings, rewrite)
     score = stored_vector_rows(vector, pool) if stored and vector is not None else model_rows(models.score, query, pool)
-    ranked = await rank_pool(query, pool, score, settings, route, models.fp32_keys, hygiene.boost_weight)
+    ranked = await rank_pool(query, pool, score, settings, route, models.fp32_keys, hygiene.boost_weight,
+                             models.cutoff)
     return with_demoted(ranked, demoted, timings, rewrite)
 
 
@@ -310,10 +315,11 @@ async def _pass(score: ScorePass, query: str, texts: list[str]) -> PassScores:
 
 def local_models(store: Index, embedder: Embedder | None, reranker: Reranker | None, *,
                  rrf_k: float, rrf_weights: tuple[float, float], stored_vectors: bool = False,
-                 rewriter: LlmRewriter | None = None) -> SearchModels:
+                 rewriter: LlmRewriter | None = None, cutoff: Cutoff | None = None) -> SearchModels:
     """:class:`SearchModels` over in-process models (the CLI): the store retrieves, ``embedder``
     embeds the query, ``reranker`` scores pairs (and re-scores a boundary tie in FP32 when its
-    ``rescores_boundary_ties`` says so); ``stored_vectors`` and ``rewriter`` as in :class:`SearchModels`."""
+    ``rescores_boundary_ties`` says so); ``stored_vectors``, ``rewriter`` and ``cutoff`` as in
+    :class:`SearchModels`."""
 
     async def retrieve(query: str, vector: np.ndarray | None, mode: Mode, depth: int,
                        with_vectors: bool) -> CandidatePool:
@@ -323,7 +329,7 @@ def local_models(store: Index, embedder: Embedder | None, reranker: Reranker | N
     return SearchModels(retrieve=retrieve, embed=None if embedder is None else _local_embed(embedder),
                         score=None if reranker is None else _local_score(reranker),
                         fp32_keys=None if reranker is None else _local_fp32_keys(reranker),
-                        stored_vectors=stored_vectors, rewriter=rewriter)
+                        stored_vectors=stored_vectors, rewriter=rewriter, cutoff=cutoff)
 
 
 def _local_embed(embedder: Embedder) -> EmbedQuery:

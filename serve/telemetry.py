@@ -271,6 +271,18 @@ CATALOGUE: dict[str, MetricSpec] = _catalogue(
     MetricSpec("steadyrank_segment_guard_changes_total", "counter",
                "Times a segment's guard turned on or off (guard: harm, rerank; state: on, off); each is logged.",
                ("segment", "guard", "state")),
+    # --- certified cutoffs (issue 41) ---------------------------------------------------------
+    MetricSpec("steadyrank_cutoff_checks_total", "counter",
+               "User rankings whose top_n cutoff certified cutoffs checked (model setting certify_cutoffs).",
+               ()),
+    MetricSpec("steadyrank_cutoff_uncertified_total", "counter",
+               "User rankings whose top_n set was left uncertified (the block of candidates within twice the score "
+               "error bound of the cutoff exceeded certify_max_rescore).",
+               ()),
+    MetricSpec("steadyrank_cutoff_rescored_total", "counter",
+               "Candidates near (not exactly tied at) the top_n cutoff re-scored with an FP32 forward pass to "
+               "certify it.",
+               ()),
 )
 
 _OPS: dict[str, tuple[Kind, ...]] = {"inc": ("counter", "gauge"), "observe": ("histogram",), "set": ("gauge",)}

@@ -52,7 +52,7 @@ _EXPORTS: dict[str, str] = {
 
 # sorted(_EXPORTS), spelled out: a type checker reads only a literal __all__ (tests/test_layout.py checks both)
 __all__ = [
-    "Gathered", "ShardAnswer", "ShardHits", "ShardsIncomplete", "ShardedIndex", "answer_from_store",
+    "Gathered", "ShardAnswer", "ShardHits", "ShardedIndex", "ShardsIncomplete", "answer_from_store",
     "build_sharded_index", "merge_answers", "merge_hits", "open_index", "open_shard", "read_shards_manifest",
     "scatter_gather", "shard_of",
 ]

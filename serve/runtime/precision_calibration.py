@@ -18,6 +18,11 @@ the server and the CLI calibrate instead:
    :data:`PARITY_MIN_SPEARMAN`; FP32 always qualifies, so a precision that is slower than FP32 or
    breaks parity is never picked.
 
+Each measured precision below FP32 also gets a score error bound (:class:`ErrorBound`, what certified
+cutoffs re-score by: :mod:`retrieval.ranking`): the largest |key − FP32 key| over the calibration
+pairs of the even-numbered queries (the fit half), and the share of the odd-numbered queries' pairs
+(the held-out half) within it (its coverage).
+
 The choice is cached per model, device, CPU and torch (:class:`CalibrationCache`, a JSON file
 beside the server's index cache), so a restart loads only the winner. Models whose weights are
 smaller than :data:`MEASURE_MIN_WEIGHT_BYTES` are not measured (their forward is dominated by
@@ -72,13 +77,40 @@ RankPass = Callable[[], list[np.ndarray]]
 
 
 @dataclass(frozen=True)
+class ErrorBound:
+    """A low-precision forward's score error on the calibration set, in rank-key units.
+
+    ``bound`` ε = max |key − key_FP32| over the fit half's pairs (the even-numbered calibration
+    queries); ``coverage`` = the share of the check half's pairs (odd-numbered queries) with
+    |key − key_FP32| ≤ ε; ``fit_pairs``, ``check_pairs``: the pairs of each half."""
+
+    bound: float
+    coverage: float
+    fit_pairs: int
+    check_pairs: int
+
+
+def error_bound(keys: Sequence[np.ndarray], reference: Sequence[np.ndarray]) -> ErrorBound:
+    """:class:`ErrorBound` of ``keys`` against the FP32 ``reference`` (per query, same order); needs
+    at least two queries (one per half)."""
+    if len(keys) < 2 or len(keys) != len(reference):
+        raise ValueError("an error bound needs two or more queries, with FP32 keys for each")
+    errors = [np.abs(np.asarray(k, np.float64) - np.asarray(r, np.float64)) for k, r in zip(keys, reference, strict=True)]
+    fit, check = np.concatenate(errors[0::2]), np.concatenate(errors[1::2])
+    bound = float(fit.max())
+    return ErrorBound(bound, float(np.mean(check <= bound)), int(fit.size), int(check.size))
+
+
+@dataclass(frozen=True)
 class Measurement:
     """One candidate: ``seconds``, the median time of one pass over the calibration set; ``spearman``,
-    the mean over queries of Spearman's ρ between its keys and FP32's (1.0 for FP32 itself)."""
+    the mean over queries of Spearman's ρ between its keys and FP32's (1.0 for FP32 itself);
+    ``error``: its :class:`ErrorBound` (None for FP32)."""
 
     precision: ForwardPrecision
     seconds: float
     spearman: float
+    error: ErrorBound | None = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +175,8 @@ def measure(precisions: Sequence[ForwardPrecision], load_pass: Callable[[Forward
         timed[precision] = (statistics.median(seconds), keys)
         del run  # this candidate's model, before the next one loads
     reference = timed["fp32"][1]
-    return [Measurement(p, seconds, 1.0 if p == "fp32" else mean_spearman(keys, reference))
+    return [Measurement(p, seconds, 1.0, None) if p == "fp32"
+            else Measurement(p, seconds, mean_spearman(keys, reference), error_bound(keys, reference))
             for p, (seconds, keys) in timed.items()]
 
 
@@ -253,6 +286,19 @@ class CalibrationCache:
         if not isinstance(entry, dict) or entry.get("precision") not in ("fp32", "bf16", "fp16", "int8"):
             return None
         return PrecisionChoice("auto", entry["precision"], f"{entry.get('reason', '')} (cached)")
+
+    def error_bound(self, key: str, precision: str) -> ErrorBound | None:
+        """The cached :class:`ErrorBound` of ``precision`` under ``key`` (None: none cached)."""
+        entry = self._read().get(key)
+        found = entry.get("measurements") if isinstance(entry, dict) else None
+        for m in found if isinstance(found, list) else []:
+            error = m.get("error") if isinstance(m, dict) else None
+            if m.get("precision") == precision and isinstance(error, dict):
+                try:
+                    return ErrorBound(**error)
+                except TypeError:  # an entry of another layout: measured again
+                    return None
+        return None
 
     def put(self, key: str, model_id: str, choice: PrecisionChoice, measurements: Sequence[Measurement]) -> None:
         data = self._read()

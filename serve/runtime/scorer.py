@@ -18,12 +18,13 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from steadyrank.retrieval.ranking import rank
+from steadyrank.retrieval.ranking import Cutoff, rank
 from steadyrank.serve.errors import InvalidInputError, check_rerank_args
 from steadyrank.serve.runtime import hps
 from steadyrank.serve.runtime.embedder import Embedder
 from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.precision import resolve
+from steadyrank.serve.runtime.precision_calibration import ErrorBound
 from steadyrank.serve.runtime.settings import ModelSettings, Scoring
 
 
@@ -45,7 +46,8 @@ class RerankOutput:
     indices by rank key descending, ties by input index — except a tie group straddling ``top_n``
     that boundary re-scoring settled with FP32 forward scores. ``tie_groups`` are the groups (≥ 2) of
     exactly equal rank keys, in rank order; ``tie_at_cutoff`` says one still straddles ``top_n``;
-    ``rescored`` counts the candidates re-run in FP32.
+    ``rescored`` counts the tie's candidates re-run in FP32; ``near_rescored`` the other candidates
+    re-run to certify the cutoff; ``certified``: the top ``top_n`` set is FP32's (None: not asked).
     """
 
     scores: np.ndarray
@@ -55,6 +57,8 @@ class RerankOutput:
     tie_groups: list[list[int]]
     tie_at_cutoff: bool
     rescored: int
+    near_rescored: int = 0
+    certified: bool | None = None
 
 
 class PairBackend(Protocol):
@@ -97,6 +101,10 @@ class Scorer(ABC):
         self.precision = self.settings.precision
         self.scoring: Scoring = settings.scoring
         self._fp32: Scorer | None = None
+        #: certified cutoffs (:func:`serve.runtime.calibrated.certify`): the margin and re-score cap, and
+        #: the measured error bound it came from (None where ``score_error_bound`` set it or none is in force)
+        self.cutoff: Cutoff | None = None
+        self.error_bound: ErrorBound | None = None
 
     @abstractmethod
     def _score(self, pairs: list[tuple[str, str]], instruction: str | None = None) -> Scored:
@@ -166,7 +174,7 @@ class Scorer(ABC):
         def rescore(indices: np.ndarray) -> np.ndarray:
             return self.fp32_keys([(query, docs[i]) for i in indices], instruction)
 
-        ranking = rank(scored.keys, top_n, rescore if self.rescores_boundary_ties else None)
+        ranking = rank(scored.keys, top_n, rescore if self.rescores_boundary_ties else None, self.cutoff)
         return RerankOutput(
             scores=scored.scores,
             logits=scored.logits,
@@ -175,6 +183,8 @@ class Scorer(ABC):
             tie_groups=[g.tolist() for g in ranking.tie_groups],
             tie_at_cutoff=ranking.tie_at_cutoff,
             rescored=ranking.rescored,
+            near_rescored=ranking.near_rescored,
+            certified=ranking.certified,
         )
 
 

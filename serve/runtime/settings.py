@@ -92,6 +92,16 @@ class ModelSettings(BaseModel):
         "bitwise equal to eager on probe inputs at load",
     )
     rescore_boundary_ties: bool = Field(default=True, description="below FP32 under HPS: re-score a tie straddling top_n in FP32")
+    certify_cutoffs: bool = Field(
+        default=False, description="below FP32 under HPS (with rescore_boundary_ties): also re-score in FP32 the "
+        "candidates whose rank keys lie within twice the forward's score error bound of the top_n boundary, so the "
+        "top_n set is FP32's; the bound is measured on the calibration set at start and cached (cache_dir)")
+    certify_max_rescore: int = Field(
+        default=32, ge=0, description="certified cutoffs: the most candidates one ranking may re-score in FP32; a "
+        "larger block around top_n is not re-scored and the cutoff is reported uncertified")
+    score_error_bound: float | None = Field(
+        default=None, ge=0.0, description="certified cutoffs: the forward's score error bound in rank-key units "
+        "(|key − FP32 key| per candidate); null = measured on the calibration set")
     prompt_template: str = Field(default=QWEN3_RERANKER_TEMPLATE,
                                  description="causal-LM: prompt with {query}, {document} (and {instruction})")
     instruction: str = Field(default=DEFAULT_INSTRUCTION, min_length=1,

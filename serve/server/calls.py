@@ -95,6 +95,11 @@ class SearchMeta(ResponseModel):
     tie_at_cutoff: bool
     tie_group_size_at_cutoff: int
     rescored_ties: int
+    cutoff_certified: bool | None = Field(
+        default=None, description="certified cutoffs: the top_n set is FP32's, every candidate within twice the "
+                                  "forward's score error bound of the cutoff re-scored in FP32 (null: not in force)")
+    rescored_near_cutoff: int = Field(default=0, description="certified cutoffs: candidates re-scored in FP32 near "
+                                                             "top_n beyond an exact tie (rescored_ties)")
     model: str
     precision: str
     scoring: str
@@ -183,7 +188,8 @@ class SearchOutcome(ResponseModel):
             retrieval_ms={name: 1000.0 * v for name, v in pool.timings.items()},
             mode=mode, retrieved=len(ids), tie_groups=[[ids[i] for i in g] for g in ranking.tie_groups],
             tie_at_cutoff=ranking.tie_at_cutoff, tie_group_size_at_cutoff=ranking.tie_group_size_at_cutoff,
-            rescored_ties=ranking.rescored, model=facts["model"], precision=facts["precision"],
+            rescored_ties=ranking.rescored, cutoff_certified=ranking.certified,
+            rescored_near_cutoff=ranking.near_rescored, model=facts["model"], precision=facts["precision"],
             scoring=facts["scoring"], variant=call.variant, shadow=call.shadow,
             partial=bool(pool.missing_shards), missing_shards=list(pool.missing_shards),
             query=None if ranked.query is None else ranked.query.to_json(),
@@ -217,6 +223,8 @@ class RerankOutcome:
     scoring: str
     calibrated: np.ndarray | None = None
     calibration: dict[str, Any] | None = None
+    near_rescored: int = 0
+    cutoff_certified: bool | None = None
 
     def served_order(self, top_n: int | None) -> list[int]:
         """Input indices in served order, the first ``top_n`` (all when None)."""
@@ -235,4 +243,5 @@ class RerankOutcome:
         """The precision and tie facts every rerank dialect reports (``RerankMeta``)."""
         return {"precision": self.precision, "scoring": self.scoring, "tie_groups": self.tie_groups,
                 "tie_at_cutoff": bool(self.tie_at_cutoff), "rescored_ties": int(self.rescored),
+                "cutoff_certified": self.cutoff_certified, "rescored_near_cutoff": int(self.near_rescored),
                 "truncated": self.truncated}

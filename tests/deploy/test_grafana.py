@@ -77,6 +77,9 @@ CONTRACT = {
     "steadyrank_segment_paired_queries": "gauge",
     "steadyrank_segment_guard_active": "gauge",
     "steadyrank_segment_guard_changes_total": "counter",
+    "steadyrank_cutoff_checks_total": "counter",
+    "steadyrank_cutoff_uncertified_total": "counter",
+    "steadyrank_cutoff_rescored_total": "counter",
 }
 
 

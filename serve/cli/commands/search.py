@@ -186,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
     rewriter = None if served.denoise_llm is None else LlmRewriter(served.denoise_llm)
     with open_index(index, embedder) as store:
         models = local_models(store, embedder, reranker, rrf_k=served.rrf_k, rrf_weights=served.rrf_weights,
-                              stored_vectors=stored, rewriter=rewriter)
+                              stored_vectors=stored, rewriter=rewriter,
+                              cutoff=None if reranker is None else reranker.cutoff)
         search_all = _search_all(queries, served.mode, models, served.policy, served.route, served.denoise,
                                  served.hygiene)
         ranked = compute.submit(asyncio.run, search_all).result()
@@ -246,6 +247,8 @@ def query_report(ranked: Ranked) -> dict[str, Any]:
             "signals": signals.to_json(),
             "tie_at_cutoff": ranking.tie_at_cutoff,
             "rescored_ties": ranking.rescored,
+            "cutoff_certified": ranking.certified,
+            "rescored_near_cutoff": ranking.near_rescored,
             "candidates": [{"id": ranked.candidates.doc_ids[i], "relevance_score": float(ranked.rerank_scores[i]),
                             "rank_key": float(ranked.rerank_keys[i])} for i in ranked.served()],
         })

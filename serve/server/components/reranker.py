@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -77,6 +78,9 @@ class Reranker:
                 "precision_choice": s.precision_choice.facts(), "scoring": s.scoring,
                 "max_length": s.settings.max_length, "role": self.role,
                 "rescore_boundary_ties": s.rescores_boundary_ties, "forward_lanes": lanes,
+                "cutoff": None if s.cutoff is None else {"margin": s.cutoff.margin,
+                                                         "max_rescore": s.cutoff.max_rescore},
+                "error_bound": None if s.error_bound is None else asdict(s.error_bound),
                 "torch_threads_per_lane": threads_per_lane}
 
     async def score(self, query: str, documents: list[str], shadow: bool = False,
@@ -134,11 +138,13 @@ class Reranker:
         async def rescore(indices: np.ndarray) -> np.ndarray:
             return await self.fp32_keys(query, [documents[i] for i in indices], instruction=instruction)
 
-        ranking = await rank_async(scored["keys"], top_n, rescore if self.scorer.rescores_boundary_ties else None)
+        ranking = await rank_async(scored["keys"], top_n, rescore if self.scorer.rescores_boundary_ties else None,
+                                   self.scorer.cutoff)
         result = RerankOutcome(
             scores=scored["scores"], order=[int(i) for i in ranking.order],
             tie_groups=[g.tolist() for g in ranking.tie_groups], tie_at_cutoff=bool(ranking.tie_at_cutoff),
             tie_group_size_at_cutoff=int(ranking.tie_group_size_at_cutoff), rescored=int(ranking.rescored),
+            near_rescored=int(ranking.near_rescored), cutoff_certified=ranking.certified,
             truncated=np.flatnonzero(scored["truncated"]).tolist(), model=self.scorer.model_id,
             precision=self.scorer.precision, scoring=self.scorer.scoring,
             **({} if self.calibration is None else {"calibrated": self.calibration.apply(scored["keys"]),
@@ -148,6 +154,7 @@ class Reranker:
             rec.observe("steadyrank_stage_duration_seconds", time.perf_counter() - started, stage="rerank")
             rec.observe("steadyrank_candidates_reranked", len(documents))
             record_ties(rec, ranking.tie_group_size_at_cutoff, ranking.rescored)
+            record_cutoff(rec, ranking.certified, ranking.near_rescored)
         return result
 
     async def _run_batch(self, jobs: list[tuple[tuple[str, list[str], str | None], Ticket]]) -> list[Any]:
@@ -171,3 +178,14 @@ def record_ties(recorder: Recorder, straddling_size: int, rescored: int) -> None
         recorder.observe("steadyrank_tie_group_size_at_cutoff", straddling_size)
     if rescored:
         recorder.inc("steadyrank_rescored_ties_total", rescored)
+
+
+def record_cutoff(recorder: Recorder, certified: bool | None, near_rescored: int) -> None:
+    """Certified-cutoff metrics of one user ranking (nothing where certification is not in force)."""
+    if certified is None:
+        return
+    recorder.inc("steadyrank_cutoff_checks_total")
+    if not certified:
+        recorder.inc("steadyrank_cutoff_uncertified_total")
+    if near_rescored:
+        recorder.inc("steadyrank_cutoff_rescored_total", near_rescored)

@@ -10,13 +10,14 @@ from pydantic import ValidationError
 
 from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool, PassScores, Ranked, SearchModels, search
+from steadyrank.retrieval.ranking import Cutoff
 from steadyrank.retrieval.rewrite import LlmRewriter
 from steadyrank.retrieval.routing import Route
 from steadyrank.serve import tracing
 from steadyrank.serve.errors import EmptyInputError, InvalidInputError
 from steadyrank.serve.runtime.score_calibration import ServedCalibration, served_calibration
 from steadyrank.serve.server.calls import SearchCall, SearchOutcome
-from steadyrank.serve.server.components.reranker import record_ties
+from steadyrank.serve.server.components.reranker import record_cutoff, record_ties
 from steadyrank.serve.settings import Settings, load_settings
 from steadyrank.serve.telemetry import Recorder
 
@@ -67,8 +68,10 @@ class Searcher:
             checks["canary_reranker"] = self.rerankers["canary"].info.remote()
         return {name: await response for name, response in checks.items()}
 
-    def _models(self, call: SearchCall) -> SearchModels:
+    def _models(self, call: SearchCall, facts: dict[str, Any]) -> SearchModels:
+        """The pipeline's calls for ``call``; ``facts``: the reranker's ``info`` (its certified cutoff)."""
         reranker = self.rerankers[call.variant]
+        cutoff = facts.get("cutoff")
 
         async def embed(query: str) -> np.ndarray:
             with tracing.span("embedder.embed", texts=1):
@@ -91,7 +94,8 @@ class Searcher:
 
         return SearchModels(retrieve=retrieve, embed=embed, score=score if call.rerank else None,
                             fp32_keys=fp32_keys if self.rescore_on[call.variant] else None,
-                            stored_vectors=self.stored_vectors[call.variant], rewriter=self.rewriter)
+                            stored_vectors=self.stored_vectors[call.variant], rewriter=self.rewriter,
+                            cutoff=None if cutoff is None else Cutoff(cutoff["margin"], cutoff["max_rescore"]))
 
     async def search(self, request: SearchCall | dict[str, Any]) -> SearchOutcome:
         """Search one query (:class:`~serve.server.calls.SearchCall`: ``query``, ``top_n`` (default
@@ -115,9 +119,9 @@ class Searcher:
         denoise = call.denoise or self.settings.search.denoise
         if denoise == "llm" and self.rewriter is None:  # no endpoint configured: llm's own fallback, rules
             denoise = "rules"
-        ranked = await search(call.query, mode, self._models(call), policy, call.route or self.route, denoise,
-                              self.settings.search.hygiene())
         facts = await self._facts(call.variant)
+        ranked = await search(call.query, mode, self._models(call, facts), policy, call.route or self.route, denoise,
+                              self.settings.search.hygiene())
         # a bypassed reranker (call.rerank false) leaves no keys to calibrate
         calibration = None if ranked.ranking is None else self._calibration(call.variant, facts["model"])
         outcome = SearchOutcome.build(
@@ -156,3 +160,4 @@ class Searcher:
             for code in set(decision.codes):
                 rec.inc("steadyrank_escalations_total", reason=code)
         record_ties(rec, ranking.tie_group_size_at_cutoff, ranking.rescored)
+        record_cutoff(rec, ranking.certified, ranking.near_rescored)

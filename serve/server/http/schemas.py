@@ -140,6 +140,11 @@ class RerankMeta(ResponseModel):
     tie_groups: list[list[int]] = Field(..., description="groups (≥ 2) of documents with exactly equal rank keys, in rank order")
     tie_at_cutoff: bool = Field(..., description="a tie group still straddles top_n")
     rescored_ties: int = Field(..., description="documents re-scored in FP32 to settle a tie at top_n")
+    cutoff_certified: bool | None = Field(
+        None, description="certified cutoffs (model setting certify_cutoffs): the top_n set is FP32's, every document "
+                          "within twice the forward's score error bound of the cutoff re-scored in FP32; null: not in force")
+    rescored_near_cutoff: int = Field(0, description="certified cutoffs: documents re-scored in FP32 near top_n "
+                                                     "beyond an exact tie")
     truncated: list[int] = Field(..., description="documents cut to the model's max_length")
     ignored_fields: list[str] | None = Field(None, description="request fields this route accepted and did not "
                                                                "honour (also in the X-Ignored-Fields header); "
