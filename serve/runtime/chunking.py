@@ -20,13 +20,37 @@ chunk's score (φ is increasing, so the same chunk has the largest score).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
+from steadyrank.retrieval.pipeline import PassScores, SearchModels
 from steadyrank.serve.errors import InputTooLongError
 
 Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class InputRoom:
+    """One model input's token budget: ``max_length`` tokens (the effective one), of which
+    ``reserve`` are not the document's when the query is empty (special tokens, a causal LM's prompt
+    template with the model's instruction, a bi-encoder's document prompt); with
+    ``query_in_input`` the query's tokens (and a request's instruction's) share the input too.
+    A document chunk may hold ``max_length − reserve − (query tokens if query_in_input)`` tokens."""
+
+    max_length: int
+    reserve: int
+    query_in_input: bool
+
+    def facts(self) -> dict[str, int | bool]:
+        """As a reranker's ``info()`` reports it (:meth:`from_facts` reads it back)."""
+        return {"input_max_length": self.max_length, "input_reserve": self.reserve,
+                "query_in_input": self.query_in_input}
+
+    @classmethod
+    def from_facts(cls, facts: dict[str, Any]) -> InputRoom:
+        return cls(int(facts["input_max_length"]), int(facts["input_reserve"]), bool(facts["query_in_input"]))
 
 
 def chunk_spans(offsets: Sequence[tuple[int, int]], text_length: int, room: int, overlap: int,
@@ -120,3 +144,51 @@ def plan_chunks(encode: Encode, documents: Sequence[str], room: int, overlap: in
         if left:
             cut.append(d)
     return ChunkPlan(texts, counts, spans, cut)
+
+
+def chunked_models(models: SearchModels, plan: Callable[[str, list[str]], ChunkPlan]) -> SearchModels:
+    """``models`` with chunked reranking (the offline pipeline: ``steadyrank search``): each pass
+    scores ``plan(query, texts)``'s chunks with the models' own ``score``, a candidate's key is the
+    largest of its chunks' keys and its score that chunk's (:func:`aggregate_max`); a boundary tie is
+    re-scored in FP32 over every chunk of the tied candidates, aggregated alike. Chunks are scored by
+    the reranker, never from stored vectors (a stored vector is the whole document's)."""
+    score, fp32_keys = models.score, models.fp32_keys
+    if score is None:
+        return models
+
+    async def chunked_score(query: str, texts: list[str]) -> PassScores:
+        chunks = plan(query, texts)
+        found = await score(query, chunks.texts)
+        keys, winners = aggregate_max(found.keys, chunks.counts)
+        return PassScores(found.scores[chunks.starts + winners], keys)
+
+    async def chunked_fp32(query: str, texts: list[str]) -> np.ndarray:
+        assert fp32_keys is not None
+        chunks = plan(query, texts)
+        return aggregate_max(await fp32_keys(query, chunks.texts), chunks.counts)[0]
+
+    return replace(models, score=chunked_score, fp32_keys=None if fp32_keys is None else chunked_fp32,
+                   stored_vectors=False)
+
+
+def document_room(room: InputRoom, query_tokens: int, chunk_tokens: int | None) -> int:
+    """Tokens a chunk may hold beside a query of ``query_tokens`` tokens (:class:`InputRoom`), at most
+    ``chunk_tokens``; InputTooLongError when the query leaves none."""
+    left = room.max_length - room.reserve - (query_tokens if room.query_in_input else 0)
+    if left < 1:
+        raise InputTooLongError(f"the query takes {query_tokens} tokens: the reranker's input of {room.max_length} "
+                                "tokens leaves no room for a document chunk")
+    return min(left, chunk_tokens or left)
+
+
+def chunk_planner(encode: Encode, room: InputRoom, chunk_tokens: int | None, overlap: int,
+                  per_doc: int) -> Callable[[str, list[str]], ChunkPlan]:
+    """``plan(query, texts)`` for :func:`chunked_models`: the chunks of ``texts`` sized beside ``query``
+    (:func:`document_room`), at most ``per_doc`` per text (offline: no limit per request)."""
+
+    def plan(query: str, texts: list[str]) -> ChunkPlan:
+        [(query_ids, _)] = encode([query], False)
+        size = document_room(room, len(query_ids), chunk_tokens)
+        return plan_chunks(encode, texts, size, overlap, per_doc, len(texts) * per_doc)
+
+    return plan

@@ -21,6 +21,7 @@ import torch
 from steadyrank.retrieval.ranking import rank
 from steadyrank.serve.errors import InvalidInputError, check_rerank_args
 from steadyrank.serve.runtime import hps
+from steadyrank.serve.runtime.chunking import InputRoom
 from steadyrank.serve.runtime.embedder import Embedder
 from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.precision import resolve
@@ -56,23 +57,6 @@ class RerankOutput:
     tie_groups: list[list[int]]
     tie_at_cutoff: bool
     rescored: int
-
-
-@dataclass(frozen=True)
-class InputRoom:
-    """One model input's token budget: ``max_length`` tokens (the effective one), of which
-    ``reserve`` are not the document's when the query is empty (special tokens, a causal LM's prompt
-    template with the model's instruction, a bi-encoder's document prompt); with
-    ``query_in_input`` the query's tokens (and a request's instruction's) share the input too.
-    A document chunk may hold ``max_length − reserve − (query tokens if query_in_input)`` tokens."""
-
-    max_length: int
-    reserve: int
-    query_in_input: bool
-
-    def facts(self) -> dict[str, int | bool]:
-        return {"input_max_length": self.max_length, "input_reserve": self.reserve,
-                "query_in_input": self.query_in_input}
 
 
 class PairBackend(Protocol):

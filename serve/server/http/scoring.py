@@ -18,7 +18,7 @@ from starlette.requests import Request
 
 from steadyrank.serve import tracing
 from steadyrank.serve.errors import EmptyInputError, InputTooLongError, InvalidInputError
-from steadyrank.serve.runtime.chunking import ChunkPlan, plan_chunks
+from steadyrank.serve.runtime.chunking import ChunkPlan, InputRoom, document_room, plan_chunks
 from steadyrank.serve.server.calls import RerankOutcome, SearchCall, SearchOutcome
 from steadyrank.serve.server.http.dialects.documents import DocumentInput, document_texts
 from steadyrank.serve.server.http.dialects.schema_limits import bounded
@@ -210,11 +210,7 @@ class Scoring:
             if facts["query_in_input"]:
                 asked = [query] if instruction is None else [query, instruction]
                 shared = sum(len(ids) for ids, _ in encode()(asked, False))
-            room = int(facts["input_max_length"]) - int(facts["input_reserve"]) - shared
-            if room < 1:
-                raise InputTooLongError(f"the query takes {shared} tokens: the reranker's input of "
-                                        f"{facts['input_max_length']} tokens leaves no room for a document chunk")
-            room = min(room, chunking.chunk_tokens or room)
+            room = document_room(InputRoom.from_facts(facts), shared, chunking.chunk_tokens)
             return plan_chunks(encode(), texts, room, chunking.overlap_tokens, per_doc,
                                chunking.max_chunks_per_request, each)
 
