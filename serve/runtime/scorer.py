@@ -13,7 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -21,10 +21,12 @@ import torch
 from steadyrank.retrieval.ranking import Cutoff, rank
 from steadyrank.serve.errors import InvalidInputError, check_rerank_args
 from steadyrank.serve.runtime import hps
+from steadyrank.serve.runtime.chunking import InputRoom
 from steadyrank.serve.runtime.embedder import Embedder
 from steadyrank.serve.runtime.inspection import ModelSpec
 from steadyrank.serve.runtime.precision import resolve
 from steadyrank.serve.runtime.precision_calibration import ErrorBound
+from steadyrank.serve.runtime.prompts import fill
 from steadyrank.serve.runtime.settings import ModelSettings, Scoring
 
 
@@ -161,6 +163,10 @@ class Scorer(ABC):
         """Rank keys of ``pairs`` from the FP32 twin (boundary re-scoring)."""
         return self.fp32_twin().score(pairs, instruction).keys
 
+    @abstractmethod
+    def input_room(self) -> InputRoom:
+        """What one input of this model holds besides a document (chunked reranking's chunk size)."""
+
     def rerank(self, query: str, documents: Sequence[str], top_n: int | None = None,
                instruction: str | None = None) -> RerankOutput:
         """Score ``documents`` against ``query`` and rank them (:func:`retrieval.ranking.rank`: rank
@@ -205,6 +211,17 @@ class PairScorer(Scorer):
     def _score(self, pairs: list[tuple[str, str]], instruction: str | None = None) -> Scored:
         return self._score_many([pairs], [instruction])[0]
 
+    def input_room(self) -> InputRoom:
+        tokenizer: Any = getattr(self.backend, "tokenizer")  # noqa: B009 (both backends have one; the Protocol does not say)
+        max_length = int(getattr(self.backend, "max_length", self.settings.max_length))
+        if self.kind == "causal-lm":
+            values = {"instruction": self.settings.instruction, "query": ""}
+            head, tail = self.settings.prompt_template.split("{document}")
+            reserve = len(tokenizer(fill(head, values) + fill(tail, values), add_special_tokens=False)["input_ids"])
+        else:
+            reserve = int(tokenizer.num_special_tokens_to_add(pair=True))
+        return InputRoom(max_length, reserve, True)
+
     def _score_many(self, pair_lists: list[list[tuple[str, str]]], instructions: list[str | None]) -> list[Scored]:
         return [
             Scored(
@@ -229,6 +246,11 @@ class BiEncoderScorer(Scorer):
     def check_instruction(self, instruction: str | None) -> None:
         if instruction is not None:
             self.embedder.prompts.for_instruction(instruction)  # refuses when the model takes none
+
+    def input_room(self) -> InputRoom:
+        tokenizer: Any = self.embedder.backend.tokenizer
+        reserve = len(tokenizer(self.embedder.prompts.document, add_special_tokens=True)["input_ids"])
+        return InputRoom(int(self.embedder.max_length), reserve, False)
 
     def _score(self, pairs: list[tuple[str, str]], instruction: str | None = None) -> Scored:
         prompts = self.embedder.prompts

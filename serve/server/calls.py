@@ -207,9 +207,13 @@ class RerankOutcome:
     descending, ties by input index unless boundary re-scoring settled them); ``tie_groups``: groups
     (≥ 2) of input indices with exactly equal rank keys, in rank order; ``tie_at_cutoff`` and
     ``tie_group_size_at_cutoff``: the group straddling ``top_n``; ``rescored``: documents re-scored in
-    FP32 to settle it; ``truncated``: indices of documents cut to the model's max_length; the model's
-    id, precision and scoring; ``calibrated``: float64 (n,) calibrated scores in input order and
-    ``calibration`` their :class:`CalibrationMeta` facts, when the model has a score calibration."""
+    FP32 to settle it; ``truncated``: indices of documents cut to the model's max_length (chunked:
+    a chunk cut, or tokens past the last chunk); the model's id, precision and scoring;
+    ``calibrated``: float64 (n,) calibrated scores in input order and ``calibration`` their
+    :class:`CalibrationMeta` facts, when the model has a score calibration. Chunked reranking (else
+    None): ``chunks[d]`` chunks scored of document d, ``winners[d]`` the one whose key is the
+    document's, ``spans[d]`` its character span in the document (set by the ingress, which planned
+    the chunks)."""
 
     scores: np.ndarray
     order: list[int]
@@ -225,6 +229,9 @@ class RerankOutcome:
     calibration: dict[str, Any] | None = None
     near_rescored: int = 0
     cutoff_certified: bool | None = None
+    winners: list[int] | None = None
+    chunks: list[int] | None = None
+    spans: list[tuple[int, int]] | None = None
 
     def served_order(self, top_n: int | None) -> list[int]:
         """Input indices in served order, the first ``top_n`` (all when None)."""
@@ -239,9 +246,24 @@ class RerankOutcome:
         """``{"calibration": facts}`` for a dialect's meta, ``{}`` without a calibration."""
         return {} if self.calibration is None else {"calibration": self.calibration}
 
-    def tie_facts(self) -> dict[str, Any]:
-        """The precision and tie facts every rerank dialect reports (``RerankMeta``)."""
+    def tie_facts(self, top_n: int | None = None) -> dict[str, Any]:
+        """The precision and tie facts every rerank dialect reports (``RerankMeta``), with the
+        winning chunks of the first ``top_n`` results (chunked reranking)."""
         return {"precision": self.precision, "scoring": self.scoring, "tie_groups": self.tie_groups,
                 "tie_at_cutoff": bool(self.tie_at_cutoff), "rescored_ties": int(self.rescored),
                 "cutoff_certified": self.cutoff_certified, "rescored_near_cutoff": int(self.near_rescored),
-                "truncated": self.truncated}
+                "truncated": self.truncated, "chunks": self.chunk_list(self.served_order(top_n))}
+
+    def chunk_list(self, indices: list[int]) -> list[dict[str, Any]] | None:
+        """:meth:`chunk_facts` of ``indices`` (the served results), or None without chunked reranking."""
+        facts = [self.chunk_facts(i) for i in indices]
+        return None if self.winners is None else [f for f in facts if f is not None]
+
+    def chunk_facts(self, index: int) -> dict[str, Any] | None:
+        """Document ``index``'s winning chunk (``chunk``, its character span ``start``/``end``) and
+        ``chunks_scored``; None without chunked reranking."""
+        if self.winners is None or self.chunks is None or self.spans is None:
+            return None
+        start, end = self.spans[index]
+        return {"index": index, "chunk": self.winners[index], "start": start, "end": end,
+                "chunks_scored": self.chunks[index]}

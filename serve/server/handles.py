@@ -29,7 +29,8 @@ class _Ask(Protocol[_Answer]):
 
 class _Rerank(Protocol):
     def remote(self, query: str, documents: list[str], top_n: int | None = None, record: bool = True,
-               deadline: float | None = None, instruction: str | None = None) -> Awaitable[RerankOutcome]: ...
+               deadline: float | None = None, instruction: str | None = None,
+               chunks: list[int] | None = None) -> Awaitable[RerankOutcome]: ...
 
 
 class _Embed(Protocol):

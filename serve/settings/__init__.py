@@ -12,6 +12,7 @@ Relative paths in a settings file are resolved against the file's directory. API
 
 from steadyrank.serve.settings.auth import DEFAULT_KEYS_ENV, AuthSettings, is_loopback
 from steadyrank.serve.settings.base import Section, SettingsError
+from steadyrank.serve.settings.chunking import ChunkingSettings
 from steadyrank.serve.settings.deployments import (
     AutoscalingSettings,
     BatchedDeploymentSettings,
@@ -34,7 +35,8 @@ from steadyrank.serve.settings.telemetry import TelemetrySettings
 
 __all__ = [
     "DEFAULT_KEYS_ENV", "ENV_CACHE", "ENV_SETTINGS", "AuthSettings", "AutoscalingSettings", "BatchedDeploymentSettings",
-    "DenoiseLlmSettings", "DeploymentSettings", "DeploymentsSettings", "HttpSettings", "IndexSettings", "Layout",
+    "ChunkingSettings", "DenoiseLlmSettings", "DeploymentSettings", "DeploymentsSettings", "HttpSettings", "IndexSettings",
+    "Layout",
     "LimitsSettings", "QualitySettings", "RoutingSection", "SearchSettings", "Section", "ServedEmbedderNames",
     "ServedRerankerNames", "ServedSettings", "ServerSettings", "Settings", "SettingsError", "Signal", "TelemetrySettings",
     "check_files", "derive_max_batch_size", "format_validation_error", "is_loopback", "load_settings", "read_settings_file",

@@ -13,6 +13,7 @@ from steadyrank.retrieval.routing import RoutingSettings
 from steadyrank.serve.runtime.settings import ModelSettings, device_gpus
 from steadyrank.serve.settings.auth import AuthSettings
 from steadyrank.serve.settings.base import Section
+from steadyrank.serve.settings.chunking import ChunkingSettings
 from steadyrank.serve.settings.deployments import (
     BatchedDeploymentSettings,
     DeploymentSettings,
@@ -54,6 +55,7 @@ class Settings(Section):
     http: HttpSettings = Field(default_factory=HttpSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     served: ServedSettings = Field(default_factory=ServedSettings)
+    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
 
     @model_validator(mode="after")
     def _gpus_follow_devices(self) -> Settings:

@@ -3,7 +3,8 @@ through httpx's ASGI transport (no Ray, no models).
 
 Stand-ins (they stand for model replicas, which need model weights and Ray): ``FakeReranker``
 scores document i of n as ``1 - i / n`` (input order is served order) and reports documents of more
-than 8 words as truncated, ``FakeEmbedder`` returns unit vectors (of dimension 4 unless told) and counts words as
+than 8 words as truncated (chunked: a chunk scores the times it says ``needle``),
+``FakeEmbedder`` returns unit vectors (of dimension 4 unless told) and counts words as
 tokens (on a worker thread: a replica's work is not the ingress loop's), ``FakeSearcher`` a fixed
 two-result outcome. Each can be told to
 raise, or to wait on an event. The metrics hub, Recorder, ServedNames, settings, admission and the
@@ -61,17 +62,34 @@ class FakeReranker:
         self.instructions: list[str | None] = []  # each rerank call's instruction
 
     async def info(self) -> dict[str, Any]:
-        return {"model": RERANKER_ID, "max_length": 8, "precision": "fp32", "scoring": "hps", "kind": "cross_encoder"}
+        return {"model": RERANKER_ID, "max_length": 8, "precision": "fp32", "scoring": "hps", "kind": "cross_encoder",
+                "input_max_length": 16, "input_reserve": 3, "query_in_input": True}
 
     async def rerank(self, query: str, documents: list[str], top_n: int | None = None,
-                     deadline: float | None = None, instruction: str | None = None) -> RerankOutcome:
+                     deadline: float | None = None, instruction: str | None = None,
+                     chunks: list[int] | None = None) -> RerankOutcome:
         self.instructions.append(instruction)
         await self.behaviour.act(query, documents, top_n)
+        if chunks is not None:
+            return self.chunked(documents, chunks)
         n = len(documents)
         return RerankOutcome(scores=np.array([1 - i / n for i in range(n)], np.float32), order=list(range(n)),
                              tie_groups=[], tie_at_cutoff=False, tie_group_size_at_cutoff=0, rescored=0,
                              truncated=[i for i, d in enumerate(documents) if len(d.split(maxsplit=8)) > 8],
                              model=RERANKER_ID, precision="fp32", scoring="hps")
+
+    @staticmethod
+    def chunked(chunk_texts: list[str], chunks: list[int]) -> RerankOutcome:
+        """Chunked: a chunk scores the times it says ``needle``; a document its best chunk's score."""
+        from steadyrank.retrieval.ranking import rank
+        from steadyrank.serve.runtime.chunking import aggregate_max
+
+        keys, winners = aggregate_max(np.array([t.split().count("needle") for t in chunk_texts], np.float32), chunks)
+        ranking = rank(keys, None, None)
+        return RerankOutcome(scores=keys, order=ranking.order.tolist(), tie_groups=[g.tolist() for g in ranking.tie_groups],
+                             tie_at_cutoff=False, tie_group_size_at_cutoff=0, rescored=0, truncated=[],
+                             model=RERANKER_ID, precision="fp32", scoring="hps", winners=winners.tolist(),
+                             chunks=list(chunks))
 
 
 class FakeEmbedder:

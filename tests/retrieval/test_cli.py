@@ -202,3 +202,30 @@ def test_search_refuses_bad_hygiene_flags(index, beir, tmp_path, capsys, flags, 
         code = exc.code
     assert code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+def test_search_max_chunks_per_doc_scores_each_candidate_by_its_best_chunk(index, beir, tmp_path, capsys):
+    """``search --max-chunks-per-doc``: a reranked candidate's key is the largest FP32 key of its
+    chunks, each chunk scored alone by the real bundled MiniLM (brute force, one pass per chunk)."""
+    from steadyrank.serve.runtime import ModelSettings, load_scorer
+    from steadyrank.serve.runtime.chunking import chunk_planner
+    from steadyrank.serve.server.http.dialects.documents import TokenCutter
+
+    config = tmp_path / "settings.yaml"
+    config.write_text("chunking:\n  chunk_tokens: 8\n  overlap_tokens: 2\n")
+    run = tmp_path / "run.trec"
+    summary = run_json(capsys, ["search", "--config", str(config), "--index", str(index), "--queries", str(beir),
+                                "--run-out", str(run), "--mode", "dense", "--depth", "5", "--k-low", "5",
+                                "--rerank", "bundled", "--rerank-precision", "fp32", "--route", "fixed50",
+                                "--max-chunks-per-doc", "16"])
+    assert summary["max_chunks_per_doc"] == 16
+    report = json.loads((tmp_path / "run.trec.json").read_text())
+    texts = {json.loads(line)["_id"]: json.loads(line)["text"] for line in (beir / "corpus.jsonl").open()}
+    model = ModelSettings(precision="fp32")
+    scorer = load_scorer(model)
+    plan = chunk_planner(TokenCutter(model).encoder(), scorer.input_room(), 8, 2, 16)
+    for qid, q in report["per_query"].items():
+        query = QUERIES[qid]
+        for candidate in q["candidates"]:
+            chunks = plan(query, [texts[candidate["id"]]])
+            assert chunks.counts[0] > 1  # 8-token chunks: every synthetic document is cut
+            best = max(float(scorer.score([(query, t)]).keys[0]) for t in chunks.texts)
+            assert candidate["rank_key"] == pytest.approx(best, abs=2e-6)

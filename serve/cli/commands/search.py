@@ -25,6 +25,7 @@ from steadyrank.serve.cli.commands.index import BUNDLED, add_embedder_argument
 from steadyrank.serve.cli.commands.served import add_config_argument, served_compute, served_index, served_run
 from steadyrank.serve.cli.options import add_deprecated_alias, require
 from steadyrank.serve.output import dumps_json
+from steadyrank.serve.runtime.chunking import chunk_planner, chunked_models
 from steadyrank.serve.runtime.settings import Precision
 
 
@@ -152,6 +153,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     require(parser, "run_out", "--run-out")
     add_routing_arguments(parser)
     add_reranker_arguments(parser, optional=True)
+    parser.add_argument("--max-chunks-per-doc", type=int, default=None, metavar="N",
+                        help="chunked reranking: each candidate cut into at most N overlapping chunks of the "
+                             "reranker's tokens (the served chunking settings' sizes), its score its best chunk's, as "
+                             "/v1/rerank's max_chunks_per_doc (default: the served chunking.default_max_chunks_per_doc, "
+                             "1 = no chunking)")
     parser.add_argument("--route", choices=ROUTES, default=None,
                         help="dynamic, fixed50 (k_low) or fixed100 (all DEPTH) (default: the served routing.route, "
                              "dynamic unless set)")
@@ -172,6 +178,10 @@ def run(args: argparse.Namespace) -> int:
     if args.no_rerank and args.boost_weight:
         raise ValueError("--no-rerank conflicts with --boost-weight (the boost adds to rank keys)")
     served = served_run(args)
+    chunking = served.settings.chunking
+    per_doc = chunking.default_max_chunks_per_doc if args.max_chunks_per_doc is None else args.max_chunks_per_doc
+    if not 1 <= per_doc <= chunking.max_chunks_per_doc:
+        raise ValueError(f"--max-chunks-per-doc must be 1 to {chunking.max_chunks_per_doc} (chunking.max_chunks_per_doc)")
     print(served.describe(), file=sys.stderr)
     queries = read_queries(args.queries)
     index = served_index(served)
@@ -188,6 +198,11 @@ def run(args: argparse.Namespace) -> int:
         models = local_models(store, embedder, reranker, rrf_k=served.rrf_k, rrf_weights=served.rrf_weights,
                               stored_vectors=stored, rewriter=rewriter,
                               cutoff=None if reranker is None else reranker.cutoff)
+        if reranker is not None and served.reranker is not None and per_doc > 1:
+            from steadyrank.serve.server.http.dialects.documents import TokenCutter
+
+            models = chunked_models(models, chunk_planner(TokenCutter(served.reranker).encoder(), reranker.input_room(),
+                                                          chunking.chunk_tokens, chunking.overlap_tokens, per_doc))
         search_all = _search_all(queries, served.mode, models, served.policy, served.route, served.denoise,
                                  served.hygiene)
         ranked = compute.submit(asyncio.run, search_all).result()
@@ -204,6 +219,7 @@ def run(args: argparse.Namespace) -> int:
         "reranker": None if served.reranker is None else (served.reranker.path or BUNDLED),
         "route": served.route if reranker is not None else None,
         "denoise": served.denoise,
+        "max_chunks_per_doc": per_doc if reranker is not None else None,
         "routing": served.policy.to_json() if reranker is not None else None,
         "settings": served.to_json(),
         "queries": len(per_query),

@@ -19,6 +19,7 @@ import numpy as np
 
 from steadyrank.retrieval.ranking import rank_async
 from steadyrank.serve.errors import InvalidInputError, check_rerank_args
+from steadyrank.serve.runtime.chunking import aggregate_max
 from steadyrank.serve.server.calls import RerankOutcome, Variant
 from steadyrank.serve.server.components.batcher import RequestBatcher
 from steadyrank.serve.server.components.common import (
@@ -81,7 +82,7 @@ class Reranker:
                 "cutoff": None if s.cutoff is None else {"margin": s.cutoff.margin,
                                                          "max_rescore": s.cutoff.max_rescore},
                 "error_bound": None if s.error_bound is None else asdict(s.error_bound),
-                "torch_threads_per_lane": threads_per_lane}
+                "torch_threads_per_lane": threads_per_lane, **s.input_room().facts()}
 
     async def score(self, query: str, documents: list[str], shadow: bool = False,
                     deadline: float | None = None, instruction: str | None = None) -> dict[str, np.ndarray]:
@@ -127,32 +128,47 @@ class Reranker:
             return self.scorer.fp32_keys([(query, d) for d in documents], instruction)
 
     async def rerank(self, query: str, documents: list[str], top_n: int | None = None, record: bool = True,
-                     deadline: float | None = None, instruction: str | None = None) -> RerankOutcome:
+                     deadline: float | None = None, instruction: str | None = None,
+                     chunks: list[int] | None = None) -> RerankOutcome:
         """The ranking of ``documents`` for ``query`` (:func:`retrieval.ranking.rank`) as a
         :class:`~serve.server.calls.RerankOutcome`. ``record`` = count it as user traffic in the metrics.
+
+        ``chunks`` (chunked reranking): ``documents`` are the chunks of ``len(chunks)`` documents,
+        ``chunks[d]`` of document d, in document order. Each chunk is scored (HPS), a document's rank
+        key is the largest of its chunks' FP32 keys (:func:`serve.runtime.chunking.aggregate_max`),
+        and a tie straddling ``top_n`` is re-scored in FP32 over every chunk of the tied documents
+        and aggregated alike. The outcome is about the documents; it names each one's winning chunk.
         """
         started = time.perf_counter()
         documents = check_rerank_args(query, check_text_list(documents, "documents"), top_n)
+        counts = check_chunk_counts(chunks, len(documents))
         scored = await self.score(query, documents, deadline=deadline, instruction=instruction)
+        starts = np.concatenate([[0], np.cumsum(counts[:-1])]).astype(np.int64)
+        keys, winners = aggregate_max(scored["keys"], counts)
+        scores = scored["scores"][starts + winners]
+        truncated = np.logical_or.reduceat(scored["truncated"], starts)
 
         async def rescore(indices: np.ndarray) -> np.ndarray:
-            return await self.fp32_keys(query, [documents[i] for i in indices], instruction=instruction)
+            rows = [int(starts[d]) + k for d in indices for k in range(int(counts[d]))]
+            fine = await self.fp32_keys(query, [documents[r] for r in rows], instruction=instruction)
+            return aggregate_max(fine, [int(counts[d]) for d in indices])[0]
 
-        ranking = await rank_async(scored["keys"], top_n, rescore if self.scorer.rescores_boundary_ties else None,
+        ranking = await rank_async(keys, top_n, rescore if self.scorer.rescores_boundary_ties else None,
                                    self.scorer.cutoff)
         result = RerankOutcome(
-            scores=scored["scores"], order=[int(i) for i in ranking.order],
+            scores=scores, order=[int(i) for i in ranking.order],
             tie_groups=[g.tolist() for g in ranking.tie_groups], tie_at_cutoff=bool(ranking.tie_at_cutoff),
             tie_group_size_at_cutoff=int(ranking.tie_group_size_at_cutoff), rescored=int(ranking.rescored),
             near_rescored=int(ranking.near_rescored), cutoff_certified=ranking.certified,
-            truncated=np.flatnonzero(scored["truncated"]).tolist(), model=self.scorer.model_id,
+            truncated=np.flatnonzero(truncated).tolist(), model=self.scorer.model_id,
             precision=self.scorer.precision, scoring=self.scorer.scoring,
-            **({} if self.calibration is None else {"calibrated": self.calibration.apply(scored["keys"]),
+            winners=None if chunks is None else winners.tolist(), chunks=None if chunks is None else list(counts),
+            **({} if self.calibration is None else {"calibrated": self.calibration.apply(keys),
                                                     "calibration": self.calibration.facts()}))
         if record:
             rec = self.recorder
             rec.observe("steadyrank_stage_duration_seconds", time.perf_counter() - started, stage="rerank")
-            rec.observe("steadyrank_candidates_reranked", len(documents))
+            rec.observe("steadyrank_candidates_reranked", len(counts))
             record_ties(rec, ranking.tie_group_size_at_cutoff, ranking.rescored)
             record_cutoff(rec, ranking.certified, ranking.near_rescored)
         return result
@@ -169,6 +185,16 @@ class Reranker:
         scored = self.scorer.score_many([[(query, doc) for doc in docs] for query, docs, _ in jobs],
                                         [instruction for _, _, instruction in jobs])
         return [{"scores": s.scores, "keys": s.keys, "truncated": s.truncated} for s in scored]
+
+
+def check_chunk_counts(chunks: list[int] | None, n: int) -> list[int]:
+    """Chunks per document: ``chunks`` (each ≥ 1, summing to the ``n`` texts sent), or one text per
+    document when None."""
+    if chunks is None:
+        return [1] * n
+    if not isinstance(chunks, list) or not all(isinstance(c, int) and c >= 1 for c in chunks) or sum(chunks) != n:
+        raise InvalidInputError(f"chunks must be positive counts summing to the {n} texts sent")
+    return chunks
 
 
 def record_ties(recorder: Recorder, straddling_size: int, rescored: int) -> None:

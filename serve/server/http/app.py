@@ -64,6 +64,7 @@ def create_app(services: Services) -> FastAPI:
     app.add_middleware(RequestContext, model_of=model_of)
     _install_error_handlers(app)
     values = schema_limits.contract_values(limits, services.names)
+    values["max_chunks_per_doc"] = settings.chunking.max_chunks_per_doc
     values["truncation_directions"] = [*tei.directions(settings.reranker_model.truncation_side), None]
     schema_limits.install(app, values)
     return app

@@ -98,6 +98,16 @@ DocumentText = Annotated[str, Field(json_schema_extra=limited(maxLength="max_doc
 Query = Annotated[str, Field(description="the query", json_schema_extra=non_blank(maxLength="max_query_chars"))]
 
 
+#: chunked reranking's per-request field (Cohere v1's name; an extension on the other dialects)
+MaxChunksPerDoc = Annotated[int, Field(ge=1, json_schema_extra=limited(maximum="max_chunks_per_doc")), Strict(),
+                            BeforeValidator(_integral)]
+CHUNKS_DOC = ("chunked reranking: each document is cut into at most this many overlapping chunks of the reranker's "
+              "tokens (each fits one input beside the query), every chunk is scored (HPS) and the document's score "
+              "is its best chunk's (aggregate max of the FP32 rank keys); the winning chunk's character span is "
+              "reported. 1 = score the first max_length tokens only (meta.truncated); omitted = "
+              "chunking.default_max_chunks_per_doc (1 unless the server turns chunking on)")
+
+
 class RerankRequest(_Request):
     model: str | None = Field(None, description="a served model name (see GET /v1/models); omitted = the served "
                                                 "reranker", json_schema_extra=limited(enum="reranker_names"))
@@ -111,9 +121,7 @@ class RerankRequest(_Request):
         None, description="object documents: the fields ranked on, in this order (Cohere v1: the YAML of "
                           "these fields; fields a document lacks are skipped); default: `text`",
         json_schema_extra=limited(maxItems="max_rank_fields"))
-    max_chunks_per_doc: Annotated[int, Field(ge=1, le=1), Strict(), BeforeValidator(_integral)] | None = Field(
-        None, description="Cohere v1: only 1 is served — each document is scored on its first chunk of the "
-                          "model's max_length tokens (meta.truncated lists the cut ones)")
+    max_chunks_per_doc: MaxChunksPerDoc | None = Field(None, description=CHUNKS_DOC)
     instruction: RerankInstruction | None = Field(
         None, description="the task instruction of this request, replacing the model's own: put into a causal-LM "
                           "reranker's prompt, or into an instruction-tuned bi-encoder's query prompt; a model that "
@@ -131,6 +139,18 @@ class RerankResult(ResponseModel):
                                                                                 "(strings as {\"text\": ...})")
     calibrated_score: float | None = Field(None, description=CALIBRATED_SCORE)
     omit_none: ClassVar[tuple[str, ...]] = ("document", "calibrated_score")
+
+
+class ChunkFacts(BaseModel):
+    """Chunked reranking: one document's winning chunk (a plain model: its schema shows every field)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(..., description="the document (its position in the request)")
+    chunk: int = Field(..., description="its winning chunk (0 = the first): the chunk whose rank key is the document's")
+    start: int = Field(..., description="the winning chunk's first character in the document (0-based)")
+    end: int = Field(..., description="one past the winning chunk's last character: document[start:end]")
+    chunks_scored: int = Field(..., description="chunks of the document that were scored")
 
 
 class RerankMeta(ResponseModel):
@@ -151,7 +171,9 @@ class RerankMeta(ResponseModel):
                                                                "omitted when none")
     calibration: CalibrationMeta | None = Field(None, description="the calibration behind calibrated_score; "
                                                                   "omitted when the reranker has none")
-    omit_none: ClassVar[tuple[str, ...]] = ("ignored_fields", "calibration")
+    chunks: list[ChunkFacts] | None = Field(None, description="chunked reranking: each returned result's winning "
+                                                              "chunk, in result order; omitted without chunking")
+    omit_none: ClassVar[tuple[str, ...]] = ("ignored_fields", "calibration", "chunks")
 
 
 class RerankResponse(ResponseModel):
@@ -173,7 +195,8 @@ class RerankResponse(ResponseModel):
         results = [RerankResult(index=i, relevance_score=float(ranked.scores[i]),
                                 document=sent(documents[i]) if return_documents else None, **ranked.calibrated_field(i))
                    for i in ranked.served_order(top_n)]
-        meta = RerankMeta(**ranked.tie_facts(), **ranked.calibration_facts(), ignored_fields=ignored_fields or None)
+        meta = RerankMeta(**ranked.tie_facts(top_n), **ranked.calibration_facts(),
+                          ignored_fields=ignored_fields or None)
         return cls(id=new_id(), model=ranked.model, results=results, meta=meta)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -17,6 +18,7 @@ from starlette.requests import Request
 
 from steadyrank.serve import tracing
 from steadyrank.serve.errors import EmptyInputError, InputTooLongError, InvalidInputError
+from steadyrank.serve.runtime.chunking import ChunkPlan, InputRoom, document_room, plan_chunks
 from steadyrank.serve.server.calls import RerankOutcome, SearchCall, SearchOutcome
 from steadyrank.serve.server.http.dialects.documents import DocumentInput, document_texts
 from steadyrank.serve.server.http.dialects.schema_limits import bounded
@@ -147,22 +149,72 @@ class Scoring:
         return await self.gateway.within(request, off_loop(fn, *args))
 
     async def rerank(self, request: Request, query: str, texts: list[str], top_n: int | None, model: str | None,
-                     field: str = "documents", instruction: str | None = None) -> RerankOutcome:
+                     field: str = "documents", instruction: str | None = None,
+                     max_chunks_per_doc: int | None = None) -> RerankOutcome:
         """Limits, the model name, then the Reranker's ``rerank`` (with the request's ``instruction``)
-        under what is left of the request's deadline. ``top_n`` is clamped to the number of texts."""
+        under what is left of the request's deadline. ``top_n`` is clamped to the number of texts.
+
+        ``max_chunks_per_doc`` (None: ``chunking.default_max_chunks_per_doc``) above 1: chunked
+        reranking (:meth:`plan`); the request is admitted as its chunks, the work units they are."""
         check_query(self.limits, query)
         check_instruction(self.limits, instruction)
         check_count(texts, field, self.limits.max_documents)
         check_sizes(self.limits, texts, field)
         self.services.names.resolve("reranker", model)
+        per_doc = self.chunks_per_doc(max_chunks_per_doc)
+        plan = await self.plan(request, query, texts, instruction, per_doc) if per_doc > 1 else None
         top_n = min(top_n, len(texts)) if top_n is not None else None
+        sent, chunks = (texts, None) if plan is None else (plan.texts, plan.counts)
         left = self.gateway.remaining(request)
         ends = time.time() + left
         reranker = self.services.reranker
-        with tracing.span("reranker.rerank", documents=len(texts)):
-            return await self.gateway.model_call(request, "reranker", len(texts), left,
-                                                 lambda: reranker.rerank.remote(query, texts, top_n, deadline=ends,
-                                                                                instruction=instruction))
+        with tracing.span("reranker.rerank", documents=len(texts), chunks=len(sent)):
+            out = await self.gateway.model_call(
+                request, "reranker", len(sent), left,
+                lambda: reranker.rerank.remote(query, sent, top_n, deadline=ends, instruction=instruction,
+                                               chunks=chunks))
+        if plan is None or out.winners is None:
+            return out
+        starts = plan.starts
+        return replace(out, spans=[plan.spans[int(starts[d]) + w] for d, w in enumerate(out.winners)],
+                       truncated=sorted({*out.truncated, *plan.cut}))
+
+    def chunks_per_doc(self, asked: int | None) -> int:
+        """The chunks per document a request gets: ``asked``, else ``chunking.default_max_chunks_per_doc``;
+        more than ``chunking.max_chunks_per_doc`` is refused (413)."""
+        chunking = self.services.settings.chunking
+        per_doc = chunking.default_max_chunks_per_doc if asked is None else asked
+        if per_doc > chunking.max_chunks_per_doc:
+            raise InputTooLongError(f"max_chunks_per_doc: {per_doc} is more than the limit of "
+                                    f"{chunking.max_chunks_per_doc} (chunking.max_chunks_per_doc)")
+        return per_doc
+
+    async def plan(self, request: Request, query: str, texts: list[str], instruction: str | None,
+                   per_doc: int) -> ChunkPlan:
+        """The chunks of ``texts`` (:func:`serve.runtime.chunking.plan_chunks`), tokenised with the
+        reranker's tokenizer on a worker thread under the request's deadline, each chunk sized so that
+        it fits one model input beside the query (the reranker's ``input_*`` facts); a request whose
+        chunks pass ``chunking.max_chunks_per_request`` is refused (413) at the first document past it,
+        before any forward pass."""
+        chunking = self.services.settings.chunking
+        facts = await self.gateway.model_facts("reranker")
+        encode = self.services.reranker_tokens.encoder
+        ends, stated = self.gateway.ends(request), self.gateway.timeout_s(request)
+
+        def each(_: int) -> None:
+            if time.monotonic() > ends:
+                raise past_deadline(stated)
+
+        def work() -> ChunkPlan:
+            shared = 0
+            if facts["query_in_input"]:
+                asked = [query] if instruction is None else [query, instruction]
+                shared = sum(len(ids) for ids, _ in encode()(asked, False))
+            room = document_room(InputRoom.from_facts(facts), shared, chunking.chunk_tokens)
+            return plan_chunks(encode(), texts, room, chunking.overlap_tokens, per_doc,
+                               chunking.max_chunks_per_request, each)
+
+        return await self.within(request, work)
 
     def check_embedding_texts(self, texts: list[str], single: bool, field: str) -> None:
         """Embedding inputs: at least one, within the count limit, none blank, none too long."""

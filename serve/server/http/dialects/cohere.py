@@ -5,7 +5,8 @@ live on ``/v1/rerank``'s request model and :func:`..documents.document_text`.
 v2 request ``{model, query, documents: [str], top_n?, max_tokens_per_doc?}`` → response
 ``{id, results: [{index, relevance_score}], meta: {api_version, billed_units, steadyrank}}``;
 ``meta.steadyrank`` holds the precision and tie facts of ``/v1/rerank``'s meta plus the documents
-cut to ``max_tokens_per_doc``. ``instruction`` is steadyrank's extension (as on ``/v1/rerank``: a
+cut to ``max_tokens_per_doc`` (and, with chunked reranking, the winning chunks). ``max_chunks_per_doc``
+(chunked reranking, Cohere v1's field) and ``instruction`` are steadyrank's extensions (as on ``/v1/rerank``: a
 causal-LM reranker's task instruction). Unknown fields are refused (422 naming them).
 """
 
@@ -19,7 +20,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from steadyrank.serve.server.calls import CALIBRATED_SCORE, RerankOutcome
 from steadyrank.serve.server.http.dialects.schema_limits import limited
-from steadyrank.serve.server.http.schemas import DocumentText, PositiveInteger, Query, RerankInstruction, RerankMeta
+from steadyrank.serve.server.http.schemas import (
+    CHUNKS_DOC,
+    DocumentText,
+    MaxChunksPerDoc,
+    PositiveInteger,
+    Query,
+    RerankInstruction,
+    RerankMeta,
+)
 
 DOCUMENTS_PER_SEARCH_UNIT = 100  # Cohere bills one search unit per query and ≤ 100 documents
 
@@ -36,6 +45,8 @@ class RerankV2Request(BaseModel):
         None, description="cut each document to its first max_tokens_per_doc tokens of the reranker's tokenizer "
                           "before scoring (Cohere's default 4096 ≥ every served max_length, so omitted = no cut); "
                           "meta.steadyrank.cut_to_max_tokens lists the cut documents")
+    max_chunks_per_doc: MaxChunksPerDoc | None = Field(None, description="steadyrank's extension (Cohere v1's "
+                                                                          "field): " + CHUNKS_DOC)
     instruction: RerankInstruction | None = Field(
         None, description="steadyrank's extension (not Cohere's): the task instruction of this request, replacing the "
                           "model's own (causal-LM rerankers, instruction-tuned bi-encoders; others refuse it, 400)")
@@ -84,6 +95,7 @@ def v2_response(out: RerankOutcome, top_n: int | None, cut: list[int]) -> dict[s
         "meta": {
             "api_version": {"version": "2"},
             "billed_units": {"search_units": max(1, math.ceil(n / DOCUMENTS_PER_SEARCH_UNIT))},
-            "steadyrank": {**out.tie_facts(), **out.calibration_facts(), "model": out.model, "cut_to_max_tokens": cut},
+            "steadyrank": {**{k: v for k, v in out.tie_facts(top_n).items() if not (k == "chunks" and v is None)},
+                           **out.calibration_facts(), "model": out.model, "cut_to_max_tokens": cut},
         },
     }

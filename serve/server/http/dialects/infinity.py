@@ -2,7 +2,8 @@
 
 Request ``{query, documents, model?, top_n?, return_documents?, raw_scores?}`` → response
 ``{object: "rerank", id, created, model, data: [{index, relevance_score, document?}]}`` in served
-order. Infinity's ``usage`` is not returned (rerank tokens are not counted here). ``raw_scores:
+order. ``max_chunks_per_doc`` (chunked reranking) is steadyrank's extension, each result then
+naming its winning ``chunk``. Infinity's ``usage`` is not returned (rerank tokens are not counted here). ``raw_scores:
 true`` is refused (422); unknown fields → 422. :func:`dialect_of` tells the two bodies apart.
 """
 
@@ -17,7 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from steadyrank.serve.server.calls import CALIBRATED_SCORE, RerankOutcome
 from steadyrank.serve.server.http.dialects.schema_limits import limited
 from steadyrank.serve.server.http.dialects.tei import _refuse_true
-from steadyrank.serve.server.http.schemas import DocumentText, Flag, PositiveInteger, Query
+from steadyrank.serve.server.http.schemas import (
+    CHUNKS_DOC,
+    ChunkFacts,
+    DocumentText,
+    Flag,
+    MaxChunksPerDoc,
+    PositiveInteger,
+    Query,
+)
 
 
 class InfinityRerankRequest(BaseModel):
@@ -30,6 +39,7 @@ class InfinityRerankRequest(BaseModel):
     top_n: PositiveInteger | None = None
     return_documents: Flag | None = False
     raw_scores: Flag | None = Field(False, description="only false", json_schema_extra={"enum": [False, None]})
+    max_chunks_per_doc: MaxChunksPerDoc | None = Field(None, description="steadyrank's extension: " + CHUNKS_DOC)
 
     _raw = _refuse_true("raw_scores", "raw logits are not returned; scores are φ of the FP32 logit")
 
@@ -40,6 +50,7 @@ class InfinityRank(BaseModel):
     document: str | None = None
     calibrated_score: float | None = Field(None, description=f"steadyrank's extension (not Infinity's): "
                                                              f"{CALIBRATED_SCORE}")
+    chunk: ChunkFacts | None = Field(None, description="steadyrank's extension: the winning chunk (chunked reranking)")
 
 
 class InfinityRerankResponse(BaseModel):
@@ -63,6 +74,8 @@ def rerank_response(out: RerankOutcome, documents: list[str], top_n: int | None,
         item: dict[str, Any] = {"index": i, "relevance_score": float(scores[i]), **out.calibrated_field(i)}
         if return_documents:
             item["document"] = documents[i]
+        if (chunk := out.chunk_facts(i)) is not None:
+            item["chunk"] = chunk
         data.append(item)
     return {"object": "rerank", "id": str(uuid.uuid4()), "created": int(time.time()), "model": out.model,
             "data": data}

@@ -8,7 +8,9 @@ Parameters: ``return_text`` honoured; ``truncate`` omitted = the model's ``overf
 (TEI's ``--auto-truncate``), ``true`` = cut over-long inputs, ``false`` = refuse them (413, TEI's
 validation error); ``truncation_direction`` only the model's configured side; ``raw_scores: true``
 (raw logits) and ``normalize: false`` (unnormalised vectors) are not served — the schema allows only
-the served values and the server refuses the others with 422 naming the field. Unknown fields → 422.
+the served values and the server refuses the others with 422 naming the field. ``max_chunks_per_doc``
+(chunked reranking) is steadyrank's extension: each result then names its winning ``chunk``. Unknown
+fields → 422.
 Errors have TEI's body ``{"error": message, "error_type": type, "request_id"}``
 (``serve.server.http.errors``).
 """
@@ -22,7 +24,17 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 from steadyrank.serve.errors import InputTooLongError, SchemaError
 from steadyrank.serve.server.calls import CALIBRATED_SCORE, RerankOutcome
 from steadyrank.serve.server.http.dialects.schema_limits import limited
-from steadyrank.serve.server.http.schemas import DocumentText, EmbeddingText, ErrorResponse, Flag, PromptName, Query
+from steadyrank.serve.server.http.schemas import (
+    CHUNKS_DOC,
+    ChunkFacts,
+    DocumentText,
+    EmbeddingText,
+    ErrorResponse,
+    Flag,
+    MaxChunksPerDoc,
+    PromptName,
+    Query,
+)
 
 Direction = Literal["right", "left", "Right", "Left"]
 _DIRECTION_DOC = "only the model's configured truncation_side is served"
@@ -57,6 +69,8 @@ class TeiRerankRequest(BaseModel):
     truncation_direction: Direction | None = Field(None, json_schema_extra=limited(enum="truncation_directions"),
                                                    description=_DIRECTION_DOC)
 
+    max_chunks_per_doc: MaxChunksPerDoc | None = Field(None, description="steadyrank's extension: " + CHUNKS_DOC)
+
     _raw = _refuse_true("raw_scores", "raw logits are not returned; scores are φ of the FP32 logit")
 
 
@@ -86,6 +100,7 @@ class TeiRank(BaseModel):
     score: float
     text: str | None = None
     calibrated_score: float | None = Field(None, description=f"steadyrank's extension (not TEI's): {CALIBRATED_SCORE}")
+    chunk: ChunkFacts | None = Field(None, description="steadyrank's extension: the winning chunk (chunked reranking)")
 
 
 class TeiError(BaseModel):
@@ -122,5 +137,7 @@ def rerank_response(out: RerankOutcome, texts: list[str], return_text: bool | No
         item: dict[str, Any] = {"index": i, "score": float(scores[i]), **out.calibrated_field(i)}
         if return_text:
             item["text"] = texts[i]
+        if (chunk := out.chunk_facts(i)) is not None:
+            item["chunk"] = chunk
         ranks.append(item)
     return ranks

@@ -31,5 +31,6 @@ async def rerank_v2(request: Request, raw: AdmittedBody) -> Response:
         app.services.names.resolve("reranker", body.model)
         # off the event loop, under the request's deadline
         texts, cut = await app.scoring.within(request, app.services.reranker_tokens.cut, texts, body.max_tokens_per_doc)
-    out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model, instruction=body.instruction)
+    out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model, instruction=body.instruction,
+                                   max_chunks_per_doc=body.max_chunks_per_doc)
     return JSON({**cohere.v2_response(out, body.top_n, cut), "id": request.state.request_id})

@@ -35,7 +35,8 @@ async def rerank(request: Request, raw: AdmittedBody) -> Response:
     check_count(body.documents, "documents", limits.max_documents)
     app.services.names.resolve("reranker", body.model)
     texts = await app.scoring.texts(request, body.documents, body.rank_fields)
-    out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model, instruction=body.instruction)
+    out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model, instruction=body.instruction,
+                                   max_chunks_per_doc=body.max_chunks_per_doc)
     ignored = body.ignored_fields()
     response = schemas.RerankResponse.build(out, body.documents, body.top_n, bool(body.return_documents),
                                              ignored).model_dump()
