@@ -45,8 +45,13 @@ def test_cohere_v1_client_rerank_with_alias_and_rank_fields(serve_app, client) -
     assert [(r.index, pytest.approx(r.relevance_score)) for r in ranked.results] == \
         [(r["index"], r["relevance_score"]) for r in as_text["results"]]
     assert ranked.results[0].document.model_dump(exclude_none=True) == objects[ranked.results[0].index]
-    with pytest.raises(cohere.errors.UnprocessableEntityError, match="max_chunks_per_doc"):
-        co.rerank(model="rerank-english-v3.0", query=QUERY, documents=DOCS, max_chunks_per_doc=3)
+    # chunked reranking: these short documents are one chunk each, so the ranking is the unchunked one;
+    # more chunks per document than chunking.max_chunks_per_doc allows is refused
+    chunked = co.rerank(model="rerank-english-v3.0", query=QUERY, documents=DOCS, max_chunks_per_doc=3)
+    assert [(r.index, pytest.approx(r.relevance_score)) for r in chunked.results] == _v1_order(client)
+    with pytest.raises(cohere.core.api_error.ApiError, match="max_chunks_per_doc") as refused:
+        co.rerank(model="rerank-english-v3.0", query=QUERY, documents=DOCS, max_chunks_per_doc=10_000)
+    assert refused.value.status_code == 413  # a count over its limit, like every other (limits before work)
     with pytest.raises(cohere.errors.UnauthorizedError):
         cohere.Client(api_key="wrong", base_url=serve_app.url).rerank(model="default", query=QUERY, documents=DOCS)
 
