@@ -13,12 +13,13 @@ on the even-numbered queries; everything reported is on the odd-numbered ones (h
 coverage (share of held-out pairs within ε) is measured too. A second row uses the ε the server
 itself measures at load on the bundled demo calibration set (:func:`serve.runtime.calibrated.measure_error`).
 
-For each top_n, per held-out query: the served ranking without certification (HPS with boundary
-re-scoring of exact ties, the default) and with it (:func:`retrieval.ranking.rank` with a
-:class:`~retrieval.ranking.Cutoff` of ε and ``--max-rescore``), compared with FP32's ranking: does
-the top-n *set* differ, does the top-n *order* differ (certification promises the set only), is
-the cutoff certified, and how many candidates were re-run in FP32 (load-independent cost; also as
-a share of the list). Wall times are on a shared, busy box (load average in the provenance).
+For each top_n (and over every cutoff 1 … len − 1 of each list, for more cases), per held-out
+query: the served ranking without certification (HPS with boundary re-scoring of exact ties, the
+default) and with it (:func:`retrieval.ranking.rank` with a :class:`~retrieval.ranking.Cutoff` of ε
+and ``--max-rescore``), compared with FP32's ranking: does the top-n *set* differ, does the top-n
+*order* differ (certification promises the set only), is the cutoff certified, and how many
+candidates were re-run in FP32 (load-independent cost; also as a share of the list). Wall times are
+on a shared, busy box (load average in the provenance).
 
     python benchmarks/bench_certified_cutoffs.py DATA_DIR [--out benchmarks/results/certified_cutoffs.json]
 """
@@ -85,6 +86,8 @@ def compare(bf16: np.ndarray, fp32: np.ndarray, top_n: int, cutoff: Cutoff | Non
 
 
 def summarise(rows: list[dict], lengths: list[int]) -> dict[str, float | int | None]:
+    """Shares of cases whose top-n set / order differs from FP32's, the certified share, how many
+    certified cases still differ (ε under-covered), and FP32 re-scores per case (mean, max, share)."""
     rescored = np.array([r["rescored"] for r in rows], dtype=float)
     certified = [r["certified"] for r in rows]
     return {
@@ -132,19 +135,21 @@ def main() -> None:
     fitted = error_bound(bf16_keys, fp32_keys)
     served_default = measure_error(scorer)
     held = list(range(1, len(sets), 2))
-    lengths = [len(sets[i][2]) for i in held]
     held_errors = np.concatenate([np.abs(bf16_keys[i] - fp32_keys[i]) for i in held])
     bounds: dict[str, ErrorBound] = {"fitted_on_trec_fit_half": fitted, "server_default_demo_calibration": served_default}
-    results = []
-    for top_n in TOP_NS:
-        row: dict = {"top_n": top_n, "queries": len(held)}
-        row["without_certification"] = summarise(
-            [compare(bf16_keys[i], fp32_keys[i], top_n, None) for i in held], lengths)
-        for name, bound in bounds.items():
-            cutoff = Cutoff(bound.bound, args.max_rescore)
-            row[f"certified_{name}"] = summarise(
-                [compare(bf16_keys[i], fp32_keys[i], top_n, cutoff) for i in held], lengths)
-        results.append(row)
+
+    def variants(cases: list[tuple[int, int]]) -> dict:
+        """Each ranking variant summarised over ``(query index, top_n)`` cases."""
+        lengths = [len(sets[i][2]) for i, _ in cases]
+        cutoffs: dict[str, Cutoff | None] = {"without_certification": None, **{
+            f"certified_{name}": Cutoff(b.bound, args.max_rescore) for name, b in bounds.items()}}
+        return {name: summarise([compare(bf16_keys[i], fp32_keys[i], n, cutoff) for i, n in cases], lengths)
+                for name, cutoff in cutoffs.items()}
+
+    results = [{"top_n": n, "queries": len(held), **variants([(i, n) for i in held])} for n in TOP_NS]
+    # every cutoff of every held-out list (1 … len − 1): more (query, cutoff) cases than the four above
+    every = [(i, n) for i in held for n in range(1, len(sets[i][2]))]
+    results.append({"top_n": "every 1..len-1", "queries": len(held), "cases": len(every), **variants(every)})
     payload = {
         "benchmark": "certified_cutoffs",
         "model": "all-MiniLM-L6-v2 (bundled bi-encoder as reranker, BF16 forward, HPS: FP32 dot product)",
