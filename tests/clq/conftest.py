@@ -60,7 +60,7 @@ k_policies:
   - {{name: k10, k: 10}}
   - {{name: dyn5-10, routing: {{k_low: 5, k_high: 10, top_n: 3, margin_at: 3, overlap_at: 3, boundary_at: 2}}}}
 rerankers:
-  - {{name: fp32-hps, path: {cross}}}
+  - {{name: fp32-hps, path: {cross}, precision: fp32}}
   - {{name: bf16-native, path: {cross}, precision: bf16, scoring: native}}
 prices: {{rerank_per_1k_tokens: 0.01, generator_per_1k_tokens: 0.1, index_per_gib_month: 5, queries_per_month: 1000}}
 generator_chunks: 3

@@ -152,3 +152,34 @@ def test_int8_and_auto_regimes_and_what_auto_chose(capsys, beir_dir: Path, cross
     assert main(["precision-report", "--model", str(cross_encoder_1), "--data", str(beir_dir), "--candidates",
                  str(run), "--depth", "2", "--regimes", "int8", "--device", "cpu"]) == 0
     assert f"precision auto on this machine: {report['auto']['precision']}" in capsys.readouterr().out
+
+
+def test_the_report_scores_the_served_reranker_of_config(capsys, beir_dir: Path, cross_encoder_2: Path,
+                                                         tmp_path: Path, monkeypatch) -> None:
+    """Offline = served (issue 41): without ``--model``/``--max-length`` the report scores the reranker
+    ``steadyrank search --config`` resolves (its path and max_length here), prints those settings on
+    stderr and carries them in the report. On main (2973895) ``--config`` did not exist and the
+    default was the bundled MiniLM at 512 tokens whatever the server served."""
+    import argparse
+
+    import yaml
+
+    from steadyrank.serve.cli.commands.served import served_run
+    from steadyrank.serve.output import dumps_json
+
+    monkeypatch.delenv("STEADYRANK_SETTINGS", raising=False)
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"),
+                                        "reranker": {"path": str(cross_encoder_2), "max_length": 48}}))
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 q1d3 1 9.0 x\nq1 Q0 q1d0 2 8.0 x\nq2 Q0 q2d2 1 1.0 x\n")
+    assert main(["precision-report", "--config", str(settings), "--data", str(beir_dir), "--candidates", str(run),
+                 "--regimes", "bf16", "--json"]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    served = served_run(argparse.Namespace(config=str(settings)))  # what `steadyrank search --config` resolves
+    assert served.describe() in err
+    assert report["settings"] == json.loads(dumps_json(served.to_json()))
+    assert report["kind"] == "cross-encoder"
+    assert (report["scored_model"]["path"], report["scored_model"]["max_length"]) == (str(cross_encoder_2), 48)
+    assert report["settings"]["reranker"]["path"] == str(cross_encoder_2)

@@ -5,17 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 from steadyrank.retrieval.fsio import atomic_write_bytes
+from steadyrank.serve.cli.commands.served import add_config_argument, served_run
 from steadyrank.serve.cli.options import add_corpus_arguments, add_grade_map_argument, load_corpus
 from steadyrank.serve.output import dumps_json, format_table
 from steadyrank.serve.server.quality.golden_sets import load_golden
 from steadyrank.serve.tools.clq.grid import Grid, load_grid
 from steadyrank.serve.tools.clq.plot import plot
 from steadyrank.serve.tools.clq.report import decide, marginal_rows, table_rows
-from steadyrank.serve.tools.clq.sweep import Inputs, Sweep
+from steadyrank.serve.tools.clq.sweep import Inputs, Sections, Sweep
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,10 +30,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Build one index per embedder × dimension × ANN (corpus embedded once per embedder), retrieve "
             "every golden query, rerank with a per-regime score cache, and measure quality (tie-aware), "
             "latency (warm p50/p95) and cost per configuration. Writes OUT/results.json, OUT/clq.png and "
-            "one OUT/configs/*.json per finished configuration; rerunning the same command reuses them."
+            "one OUT/configs/*.json per finished configuration; rerunning the same command reuses them. "
+            "Models resolve as served: each grid embedder's path and each reranker's path, precision and "
+            "scoring are written over the --config settings' model sections (an unset field: as served)."
         ),
     )
     _add_grid_argument(sweep)
+    add_config_argument(sweep)
     add_corpus_arguments(sweep)
     sweep.add_argument("--golden", required=True, metavar="GOLDEN",
                        help="golden set: JSONL file or BEIR folder (queries.jsonl + qrels/SPLIT.tsv)")
@@ -69,12 +74,16 @@ def run_sweep(args: argparse.Namespace) -> int:
     grid = load_grid(args.grid)
     golden = load_golden(args.golden, split=args.split, grade_map=args.grade_map)
     documents = load_corpus(args, args.corpus).documents
+    served = served_run(argparse.Namespace(config=args.config))
+    print(served.describe(), file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
-    sweep = Sweep(grid, Inputs.of(documents, golden), args.out, cache=args.cache)
+    sweep = Sweep(grid, Inputs.of(documents, golden), args.out, cache=args.cache,
+                  sections=Sections(served.embedder, served.reranker or served.embedder, served.calibration))
     results = sweep.run()
     decision = decide(results, grid)
     document = {
         "grid": str(args.grid), "corpus": str(args.corpus), "golden": str(args.golden), "queries": len(golden),
+        "settings": served.to_json(), "models": sweep.models(),
         "quality_measure": grid.quality, "latency": f"total {grid.latency_stat}", "reused": sweep.reused,
         "load_average_at_end": list(os.getloadavg()), "results": results, **decision,
     }

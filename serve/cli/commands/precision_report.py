@@ -4,21 +4,29 @@ Yang et al.'s protocol (Tables 1, 3–5, Figure 3): the same candidates are scor
 (FP32, BF16/FP16 native, BF16/FP16 with HPS) with one forward pass per model dtype, then compared
 with tie-aware metrics, tie statistics at k and Spearman ρ against FP32 (always computed as the
 reference). Only judged queries (in both queries.jsonl and the qrels split) are scored.
+
+The model is the served reranker, resolved as ``steadyrank search`` resolves it (``--config``, else
+``$STEADYRANK_SETTINGS``, else the embedded default; ``--model``, ``--max-length`` and ``--device``
+over it): the report scores what the server serves, printed on stderr and in the report (``settings``,
+``scored_model``).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 from steadyrank.metrics import parse_measures, read_qrels
 from steadyrank.retrieval.corpus import read_queries
+from steadyrank.serve.cli.commands.served import add_config_argument, served_run
 from steadyrank.serve.cli.options import add_corpus_arguments, add_deprecated_alias, load_corpus
 from steadyrank.serve.output import dumps_json
 from steadyrank.serve.runtime import ModelSettings
 from steadyrank.serve.runtime.inspection import inspect_model, model_id
 from steadyrank.serve.runtime.precision import choose_for
+from steadyrank.serve.runtime.resolution import scoring_json
 from steadyrank.serve.tools.precision import candidates as first_stage
 from steadyrank.serve.tools.precision.plot import plot_curves
 from steadyrank.serve.tools.precision.regimes import DEFAULT_REGIMES, REFERENCE, parse_regime, parse_regimes
@@ -39,7 +47,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "tie-group size at k in {1,3,5,10,20,50,100}, and the mean Spearman rho against FP32."
         ),
     )
-    parser.add_argument("--model", default=None, help="local model directory (default: the bundled all-MiniLM-L6-v2)")
+    add_config_argument(parser)
+    parser.add_argument("--model", default=None,
+                        help="local model directory, or 'bundled' (default: the served reranker of --config; the "
+                             "embedded default's is the bundled all-MiniLM-L6-v2)")
     parser.add_argument("--data", required=True, help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
     add_corpus_arguments(parser, required=False, help="corpus to score instead of DATA's (default: the BEIR folder DATA)")
     parser.add_argument("--split", default="test", help="qrels split (default: test)")
@@ -59,14 +70,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-size", type=int, default=32, metavar="SEQUENCES",
                         help="sequences (query-document pairs or texts) per forward batch, sorted by length and "
                              "padded per batch (default 32)")
-    parser.add_argument("--max-length", type=int, default=512, help="tokens per sequence (default 512; "
-                        "a sentence-transformers model's own max_seq_length caps it)")
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="default: auto")
+    parser.add_argument("--max-length", type=int, default=None, help="tokens per sequence (default: the served "
+                        "reranker's max_length; a sentence-transformers model's own max_seq_length caps it)")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
+                        help="default: the served reranker's device")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.add_argument("--plot-out", dest="plot_out", type=Path, default=None, metavar="FILE",
                         help="PNG file to write: metric-against-k curves per regime ([min, max] band, E[M] marked)")
     add_deprecated_alias(parser, "--plot", "--plot-out", "plot_out", type=Path)
     parser.set_defaults(func=run)
+
+
+def report_model(served: ModelSettings, max_length: int | None, device: str | None, batch_size: int) -> ModelSettings:
+    """The served reranker section as the report scores it: ``--max-length`` and ``--device`` over it
+    when given, ``batch_size`` sequences per forward batch, and no boundary-tie re-scoring (the report
+    compares the regimes' own keys); each regime then sets precision and scoring."""
+    length = served.max_length if max_length is None else max_length
+    return ModelSettings.model_validate({**served.model_dump(), "max_length": length,
+                                         "device": served.device if device is None else device,
+                                         "batch_size": batch_size, "batch_tokens": batch_size * length,
+                                         "rescore_boundary_ties": False})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,9 +98,10 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     regimes = parse_regimes(args.regimes)
     measures = [str(m) for m in parse_measures(args.measures or DEFAULT_MEASURES)]
-    base = ModelSettings(path=args.model, max_length=args.max_length, device=args.device,
-                         batch_size=args.batch_size, batch_tokens=args.batch_size * args.max_length,
-                         rescore_boundary_ties=False)
+    served = served_run(argparse.Namespace(config=args.config, rerank=args.model))
+    assert served.reranker is not None, "served_run reranks unless told --no-rerank"
+    print(served.describe(), file=sys.stderr)
+    base = report_model(served.reranker, args.max_length, args.device, args.batch_size)
     spec = inspect_model(base)
     if not Path(args.data).is_dir():
         raise FileNotFoundError(f"{args.data}: not a directory (--data is a BEIR folder)")
@@ -118,7 +142,9 @@ def run(args: argparse.Namespace) -> int:
         "skipped_empty": len(corpus.skipped_empty),
         "rel_level": args.rel_level,
         "work": {**work, "seconds": round(time.perf_counter() - started, 1)},
-        "auto": choose_for("auto", args.device).facts(),
+        "auto": choose_for("auto", base.device).facts(),
+        "settings": served.to_json(),
+        "scored_model": scoring_json(base),
         **build_report(keys, regimes, pool, qrels, measures, args.rel_level),
     }
     if args.plot_out:

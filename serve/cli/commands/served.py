@@ -40,6 +40,7 @@ from steadyrank.retrieval.routing import Route, RoutingSettings
 from steadyrank.retrieval.routing import load_settings as load_routing_file
 from steadyrank.serve.cli.commands.index import BUNDLED
 from steadyrank.serve.runtime.precision import precision_on_this_machine
+from steadyrank.serve.runtime.resolution import UNSET, overlay, scoring_json
 from steadyrank.serve.runtime.settings import ModelSettings
 from steadyrank.serve.settings import ENV_SETTINGS, Settings, load_settings
 
@@ -80,13 +81,8 @@ class ServedRun:
     def to_json(self) -> dict[str, Any]:
         """The settings in force (``settings`` in ``RUN.json`` and ``--json``)."""
 
-        def model(m: ModelSettings | None) -> dict[str, Any] | None:
-            return None if m is None else {
-                **m.model_dump(include={"path", "kind", "precision", "scoring", "max_length", "truncation_side",
-                                        "backend", "rescore_boundary_ties"}),
-                "precision_here": precision_on_this_machine(m)}
-
-        return {"source": self.source, "embedder": model(self.embedder), "reranker": model(self.reranker),
+        return {"source": self.source, "embedder": scoring_json(self.embedder),
+                "reranker": None if self.reranker is None else scoring_json(self.reranker),
                 "stored_vectors": self.stored_vectors if self.reranker is not None else None,
                 "mode": self.mode, "route": self.route if self.reranker is not None else None,
                 "routing": self.policy.to_json(), "rrf_k": self.rrf_k, "rrf_weights": list(self.rrf_weights),
@@ -131,14 +127,8 @@ def _model(section: ModelSettings, path: str | None, precision: str | None,
            prompts: dict[str, str] | None = None) -> ModelSettings:
     """``section`` with the flags' model ``path`` (``bundled`` = the bundled MiniLM; its Hub
     ``revision`` and ``served_id`` belonged to the model it replaces), ``precision`` and ``prompts`` over it."""
-    update: dict[str, Any] = {}
-    if path is not None:
-        update.update(path=None if path == BUNDLED else path, revision=None, served_id=None)
-    if precision is not None:
-        update["precision"] = precision
-    if prompts is not None:
-        update["prompts"] = prompts
-    return ModelSettings.model_validate({**section.model_dump(), **update}) if update else section
+    given = UNSET if path is None else None if path == BUNDLED else path
+    return overlay(section, path=given, precision=precision, prompts=prompts)
 
 
 def served_run(args: argparse.Namespace) -> ServedRun:

@@ -44,21 +44,24 @@ class CachedEmbedder:
         return self._embedder.encode(texts, prompt=prompt, show_progress=show_progress)
 
 
-def corpus_digest(documents: Sequence[Document], model_id: str, document_prompt: str = "") -> str:
-    """16 hex digits of SHA-256 over the embedder id, its document prompt (when it has one) and every
-    document's id and full text."""
-    digest = hashlib.sha256(model_id.encode() + (f"\0prompt\0{document_prompt}".encode() if document_prompt else b""))
+def corpus_digest(documents: Sequence[Document], model_id: str, document_prompt: str = "", variant: str = "") -> str:
+    """16 hex digits of SHA-256 over the embedder id, its document prompt (when it has one), the
+    embedder ``variant`` (when given: the served settings it runs under) and every document's id and full text."""
+    digest = hashlib.sha256(model_id.encode() + (f"\0prompt\0{document_prompt}".encode() if document_prompt else b"")
+                            + (f"\0variant\0{variant}".encode() if variant else b""))
     for d in documents:
         digest.update(f"\0{d.id}\0{d.full_text}".encode())
     return digest.hexdigest()[:16]
 
 
-def cached_corpus_vectors(documents: Sequence[Document], embedder: Embedder, cache: Path) -> tuple[np.ndarray, float]:
-    """``(vectors, seconds)``: corpus embeddings computed once per (documents, embedder) and cached.
+def cached_corpus_vectors(documents: Sequence[Document], embedder: Embedder, cache: Path,
+                          variant: str = "") -> tuple[np.ndarray, float]:
+    """``(vectors, seconds)``: corpus embeddings computed once per (documents, embedder, ``variant``:
+    see :func:`corpus_digest`) and cached.
 
     ``seconds`` is the wall time of the embedding when it ran (recorded beside the cache file).
     """
-    key = corpus_digest(documents, embedder.model_id, embedder.document_prompt)
+    key = corpus_digest(documents, embedder.model_id, embedder.document_prompt, variant)
     path, meta = cache / f"embeddings-{key}.npy", cache / f"embeddings-{key}.json"
     if path.exists() and meta.exists():
         return np.load(path), float(json.loads(meta.read_text(encoding="utf-8"))["seconds"])

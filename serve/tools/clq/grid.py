@@ -68,12 +68,26 @@ class KPolicy:
         return self.k
 
 
+#: What an unset regime ``precision``/``scoring`` meant before they were read from the served settings
+#: (they still stand for it in :meth:`Config.fingerprint`).
+LEGACY_PRECISION: Precision = "fp32"
+LEGACY_SCORING: Scoring = "hps"
+
+
 @dataclass(frozen=True)
 class RerankerRegime:
+    """A reranker of the grid: ``path`` (None: bundled), ``precision`` (one of PRECISIONS) and
+    ``scoring`` (one of SCORINGS), each written over the served reranker section; None: as served."""
+
     name: str
     path: str | None
-    precision: Precision = "fp32"  # one of PRECISIONS (checked by parse_grid)
-    scoring: Scoring = "hps"  # one of SCORINGS
+    precision: Precision | None = None
+    scoring: Scoring | None = None
+
+    def legacy_json(self) -> dict[str, Any]:
+        """The regime as a grid written before unset fields meant "as served" hashed it (unset: fp32, hps)."""
+        return {"name": self.name, "path": self.path, "precision": self.precision or LEGACY_PRECISION,
+                "scoring": self.scoring or LEGACY_SCORING}
 
 
 @dataclass(frozen=True)
@@ -151,8 +165,10 @@ class Config:
         return self.ann.factory if self.dimension == FULL else f"{self.dimension},{self.ann.factory}"
 
     def fingerprint(self) -> str:
-        """Hash of everything that defines this configuration's results (resume reuses a match only)."""
-        fields = asdict(self)
+        """Hash of the configuration as the grid writes it (resume reuses a match only). An unset
+        reranker precision or scoring hashes as fp32/hps, as before they meant "as served": the sweep
+        adds the served models to its resume key where they differ from that (:func:`sweep.fingerprint`)."""
+        fields = asdict(self) | {"reranker": self.reranker.legacy_json()}
         if self.hygiene is None:  # as before the axis existed: earlier results stay reusable
             del fields["hygiene"]
         payload = json.dumps(fields, sort_keys=True, default=str)
@@ -255,12 +271,12 @@ def parse_grid(data: Any, base: Path) -> Grid:
     for i, r in enumerate(_entries(data, "rerankers")):
         where = f"rerankers[{i}]"
         _only(r, {"name", "path", "precision", "scoring"}, where)
-        if r.get("precision", "fp32") not in PRECISIONS:
-            raise GridError(f"{where}.precision must be one of {', '.join(PRECISIONS)}")
-        if r.get("scoring", "hps") not in SCORINGS:
-            raise GridError(f"{where}.scoring must be one of {', '.join(SCORINGS)}")
+        if r.get("precision") not in (None, *PRECISIONS):
+            raise GridError(f"{where}.precision must be one of {', '.join(PRECISIONS)} (unset: as served)")
+        if r.get("scoring") not in (None, *SCORINGS):
+            raise GridError(f"{where}.scoring must be one of {', '.join(SCORINGS)} (unset: as served)")
         rerankers.append(RerankerRegime(r["name"], _model_path(r.get("path"), where, base),
-                                        r.get("precision", "fp32"), r.get("scoring", "hps")))
+                                        r.get("precision"), r.get("scoring")))
     prices_in = data.get("prices", {}) or {}
     if not isinstance(prices_in, dict):
         raise GridError("'prices' must be a mapping")

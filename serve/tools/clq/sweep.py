@@ -18,8 +18,13 @@ What is measured (all on this machine, warm: each index and reranker serves one 
 - cost: candidates and pair tokens reranked per query, generator prompt tokens (the served top
   ``generator_chunks`` documents), index bytes and build seconds (corpus embedding + index build).
 
+Models: each grid embedder's ``path`` and each reranker regime's ``path``/``precision``/``scoring``
+are written over a model section (:class:`Sections`): the served settings' (``clq sweep`` resolves
+them as ``steadyrank search`` does), so an unset regime field runs as served.
+
 Each finished configuration is written to ``OUT/configs/<fingerprint>.json`` atomically; a rerun
-reuses every file whose fingerprint (configuration, data, latency sample, generator chunks) matches.
+reuses every file whose fingerprint (configuration, data, latency sample, generator chunks, and the
+resolved models where they differ from what a sweep ran before the served sections) matches.
 """
 
 from __future__ import annotations
@@ -44,9 +49,22 @@ from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import Ranked, latency_summary, rerank_candidates
 from steadyrank.retrieval.routing import Route, RoutingDecision, RoutingSettings
 from steadyrank.retrieval.store import Candidates, IndexStore
+from steadyrank.serve.runtime.resolution import overlay, scoring_json
+from steadyrank.serve.runtime.settings import ModelSettings
 from steadyrank.serve.server.quality.golden_sets import RELEVANCE_TO_RUBRIC, GoldenSet
 from steadyrank.serve.tools.clq.builds import CachedEmbedder, cached_corpus_vectors, index_bytes, open_or_build
-from steadyrank.serve.tools.clq.grid import FULL, Ann, Config, Grid, KPolicy, Model, RerankerRegime, expand
+from steadyrank.serve.tools.clq.grid import (
+    FULL,
+    LEGACY_PRECISION,
+    LEGACY_SCORING,
+    Ann,
+    Config,
+    Grid,
+    KPolicy,
+    Model,
+    RerankerRegime,
+    expand,
+)
 from steadyrank.serve.tools.clq.scores import ScoreCache
 
 MEASURES = ("ra_nwg@10", "ra_nwg@30", "ndcg@10", "nrecall4@30")
@@ -76,9 +94,37 @@ def measures_of(grid: Grid) -> list[str]:
     return list(dict.fromkeys([*MEASURES, grid.quality]))
 
 
-def fingerprint(config: Config, grid: Grid, inputs: Inputs) -> str:
-    extra = json.dumps([config.fingerprint(), inputs.digest, grid.latency_queries, grid.generator_chunks,
-                        measures_of(grid)])
+@dataclass(frozen=True)
+class Sections:
+    """The model sections the grid's models are written over (:func:`serve.runtime.resolution.overlay`).
+    The default is what a sweep ran before it read the served settings: the library defaults, the
+    reranker in FP32 with HPS. ``calibration``: the served precision calibrations (``auto``)."""
+
+    embedder: ModelSettings = ModelSettings()
+    reranker: ModelSettings = ModelSettings(precision=LEGACY_PRECISION, scoring=LEGACY_SCORING)
+    calibration: Path | None = None
+
+    def embedder_for(self, model: Model) -> ModelSettings:
+        return overlay(self.embedder, path=model.path)
+
+    def reranker_for(self, regime: RerankerRegime) -> ModelSettings:
+        return overlay(self.reranker, path=regime.path, precision=regime.precision, scoring=regime.scoring)
+
+
+LEGACY = Sections()
+
+
+def served_key(resolved: ModelSettings, legacy: ModelSettings) -> dict[str, Any] | None:
+    """What the resume and cache keys add for a resolved model: nothing when it scores as the model a
+    sweep ran before the served sections (``legacy``), else its :func:`scoring_json`."""
+    mine = scoring_json(resolved)
+    return None if mine == scoring_json(legacy) else mine
+
+
+def fingerprint(config: Config, grid: Grid, inputs: Inputs, served: dict[str, Any] | None = None) -> str:
+    """The resume key of ``config``; ``served``: the resolved models where they differ (:func:`served_key`)."""
+    parts = [config.fingerprint(), inputs.digest, grid.latency_queries, grid.generator_chunks, measures_of(grid)]
+    extra = json.dumps(parts + ([served] if served else []), sort_keys=True)
     return hashlib.sha256(extra.encode()).hexdigest()[:20]
 
 
@@ -103,8 +149,8 @@ class Sweep:
     """One sweep run into ``out``; :meth:`run` returns the per-configuration results (dicts)."""
 
     def __init__(self, grid: Grid, inputs: Inputs, out: Path, *, cache: Path | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
-        self.grid, self.inputs, self.out = grid, inputs, out
+                 log: Callable[[str], None] | None = None, sections: Sections = LEGACY) -> None:
+        self.grid, self.inputs, self.out, self.sections = grid, inputs, out, sections
         self.cache = cache or out / "cache"
         self.configs = expand(grid)
         self.log = log or (lambda message: print(message, file=sys.stderr))
@@ -116,8 +162,21 @@ class Sweep:
 
     # -- state -----------------------------------------------------------------------------------
 
+    def models(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """The resolved model of every grid embedder and reranker regime, by name (in the report)."""
+        return {"embedders": {m.name: scoring_json(self.sections.embedder_for(m)) for m in self.grid.embedders},
+                "rerankers": {r.name: scoring_json(self.sections.reranker_for(r)) for r in self.grid.rerankers}}
+
+    def _embedder_key(self, model: Model) -> dict[str, Any] | None:
+        return served_key(self.sections.embedder_for(model), LEGACY.embedder_for(model))
+
+    def _reranker_key(self, regime: RerankerRegime) -> dict[str, Any] | None:
+        return served_key(self.sections.reranker_for(regime), LEGACY.reranker_for(regime))
+
     def _state_path(self, config: Config) -> Path:
-        return self.out / "configs" / f"{fingerprint(config, self.grid, self.inputs)}.json"
+        keys = {"embedder": self._embedder_key(config.embedder), "reranker": self._reranker_key(config.reranker)}
+        served = {k: v for k, v in keys.items() if v is not None}
+        return self.out / "configs" / f"{fingerprint(config, self.grid, self.inputs, served)}.json"
 
     def finished(self) -> dict[str, dict[str, Any]]:
         """Results already on disk for this grid and data, by config id."""
@@ -145,20 +204,22 @@ class Sweep:
         return [done[c.config_id] for c in self.configs]
 
     def _run(self, todo: list[Config], done: dict[str, dict[str, Any]]) -> None:
-        from steadyrank.serve.runtime import ModelSettings, load_embedder, load_scorer
+        from steadyrank.serve.runtime import load_embedder, load_scorer
         from steadyrank.serve.runtime.loading import load_tokenizer
 
         cache = self.cache
         queries = {q: self.inputs.golden.queries[q].query for q in self.qids}
         for embedder_model in dict.fromkeys(c.embedder for c in todo):
-            embedder = load_embedder(ModelSettings(path=embedder_model.path))
-            vectors, embed_seconds = cached_corpus_vectors(self.inputs.documents, embedder, cache)
+            embedder = load_embedder(self.sections.embedder_for(embedder_model))
+            variant = _key_text(self._embedder_key(embedder_model))
+            vectors, embed_seconds = cached_corpus_vectors(self.inputs.documents, embedder, cache, variant)
             cached = CachedEmbedder(embedder, [d.full_text for d in self.inputs.documents], vectors)
             mine = [c for c in todo if c.embedder == embedder_model]
             candidates, stores = self._retrieve(embedder_model, mine, cached, queries)
             for regime in dict.fromkeys(c.reranker for c in mine):
-                scorer = load_scorer(ModelSettings(path=regime.path, precision=regime.precision, scoring=regime.scoring))
-                scores = ScoreCache(scorer, load_tokenizer(scorer.spec.path), cache / f"scores-{_regime_key(regime)}.json")
+                scorer = load_scorer(self.sections.reranker_for(regime), self.sections.calibration)
+                scores = ScoreCache(scorer, load_tokenizer(scorer.spec.path),
+                                    cache / f"scores-{_regime_key(regime, self._reranker_key(regime))}.json")
                 self._fill(scores, [c for c in mine if c.reranker == regime], candidates, stores, queries)
                 scorer.rerank(queries[self.qids[0]], ["warm-up"])  # untimed: first call allocates
                 for config in tqdm([c for c in mine if c.reranker == regime], desc=f"configurations ({regime.name})",
@@ -184,7 +245,9 @@ class Sweep:
             build_key = (dimension, ann)
             if build_key not in builds:
                 factory = ann.factory if dimension == FULL else f"{dimension},{ann.factory}"
-                name = hashlib.sha256(json.dumps([embedder_model.path, factory, ann.ef_search, ann.nprobe]).encode())
+                variant = self._embedder_key(embedder_model)
+                name = hashlib.sha256(json.dumps([embedder_model.path, factory, ann.ef_search, ann.nprobe]
+                                                 + ([variant] if variant else []), sort_keys=True).encode())
                 path = self.out / "indexes" / f"{embedder_model.name}-{dimension}-{ann.name}-{name.hexdigest()[:10]}"
                 self.log(f"index {path.name}: {factory}")
                 store = open_or_build(path, self.inputs.documents, embedder,
@@ -278,5 +341,13 @@ class Sweep:
         }
 
 
-def _regime_key(regime: RerankerRegime) -> str:
-    return hashlib.sha256(json.dumps([regime.path, regime.precision, regime.scoring]).encode()).hexdigest()[:12]
+def _regime_key(regime: RerankerRegime, served: dict[str, Any] | None) -> str:
+    """The score cache's name: the regime as written (unset fields as before: fp32, hps), and the
+    resolved model where it differs from that (:func:`served_key`)."""
+    legacy = regime.legacy_json()
+    written = [legacy["path"], legacy["precision"], legacy["scoring"]]
+    return hashlib.sha256(json.dumps(written + ([served] if served else []), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _key_text(served: dict[str, Any] | None) -> str:
+    return "" if served is None else json.dumps(served, sort_keys=True)
