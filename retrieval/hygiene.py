@@ -42,7 +42,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from steadyrank.retrieval.bm25 import Bm25Settings, term_ids
 from steadyrank.retrieval.candidate_pool import CandidatePool
 
 #: The most candidates near-duplicate suppression compares (its work is O(n² · dim)); a larger
@@ -143,6 +142,10 @@ def suppress_near_duplicates(pool: CandidatePool, threshold: float) -> Deduplica
 
 def query_term_overlap(query: str, texts: list[str]) -> np.ndarray:
     """``overlap(q, d)`` of the module docstring for each text, float64 in [0, 1]."""
+    # imported here: bm25s (and numba under it) stays out of the processes that only read the settings
+    # (the driver, the HTTP front; tests/serve/test_lean_processes.py)
+    from steadyrank.retrieval.bm25 import Bm25Settings, term_ids
+
     ids = term_ids([query, *texts], Bm25Settings())
     query_terms = set(ids[0])
     if not query_terms or not texts:

@@ -44,6 +44,16 @@ def test_holm_and_bh_reject_what_their_definitions_reject(seed: int) -> None:
     for alpha in ALPHAS:
         np.testing.assert_array_equal(adjusted_pvalues(p, "holm") <= alpha, _holm_closed_testing(p, alpha))
         np.testing.assert_array_equal(adjusted_pvalues(p, "bh") <= alpha, _bh_step_up(p, alpha))
+
+
+@pytest.mark.skipif(not hasattr(stats, "false_discovery_control"),
+                    reason="scipy.stats.false_discovery_control needs scipy >= 1.11 (the floor is 1.10)")
+@pytest.mark.parametrize("seed", range(40))
+def test_bh_adjusted_pvalues_equal_scipys(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(1, 8))
+    p = rng.choice([rng.uniform(0, 0.05), rng.uniform(0, 1)], size=m) * rng.uniform(0, 1, m)
+    p[rng.random(m) < 0.2] = p[0]  # ties
     np.testing.assert_allclose(adjusted_pvalues(p, "bh"), stats.false_discovery_control(p, method="bh"))
 
 

@@ -78,7 +78,8 @@ def test_rerank_is_cohere_shaped_and_sorted(client: httpx.Client) -> None:
     assert scores == sorted(scores, reverse=True)
     assert all(np.float32(s) == s for s in scores)  # exact float32 values
     assert body["meta"] == {"precision": "fp32", "scoring": "hps", "tie_groups": [], "tie_at_cutoff": False,
-                            "rescored_ties": 0, "truncated": []}
+                            "rescored_ties": 0, "cutoff_certified": None, "rescored_near_cutoff": 0,
+                            "truncated": []}
     # without top_n every document comes back; without return_documents no text
     full = client.post("/v1/rerank", json={"model": "default", "query": "disk space", "documents": DOCS}).json()
     assert sorted(r["index"] for r in full["results"]) == [0, 1, 2, 3]
@@ -113,7 +114,9 @@ def test_rerank_truncation_is_reported(client: httpx.Client) -> None:
         ({"query": "q", "documents": "one string"}, 422, "validation_error", "documents"),
         ({"query": "q", "documents": ["a", 5]}, 422, "validation_error", "documents[1]"),
         ({"query": "q", "documents": [["a"]]}, 422, "validation_error", "documents[0]"),
-        ({"query": "q", "documents": DOCS, "max_chunks_per_doc": 2}, 422, "validation_error", "max_chunks_per_doc"),
+        ({"query": "q", "documents": DOCS, "max_chunks_per_doc": 0}, 422, "validation_error", "max_chunks_per_doc"),
+        ({"query": "q", "documents": DOCS, "max_chunks_per_doc": 10_000}, 413, "payload_too_large",
+         "max_chunks_per_doc"),
         ({"query": "q", "documents": DOCS, "return_documents": 1}, 422, "validation_error", "return_documents"),
         ({"query": "q", "documents": DOCS, "top_n": 0}, 422, "validation_error", "top_n"),
         ({"query": "q", "documents": DOCS, "top_n": "many"}, 422, "validation_error", "top_n"),
