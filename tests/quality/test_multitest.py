@@ -35,12 +35,18 @@ def _bh_step_up(p: np.ndarray, alpha: float) -> np.ndarray:
     return p <= ranked[max(passing) - 1] if passing else np.zeros(m, bool)
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_holm_and_bh_reject_what_their_definitions_reject(seed: int) -> None:
+def _random_pvalues(seed: int) -> np.ndarray:
+    """1–7 p-values, some small, some tied."""
     rng = np.random.default_rng(seed)
     m = int(rng.integers(1, 8))
     p = rng.choice([rng.uniform(0, 0.05), rng.uniform(0, 1)], size=m) * rng.uniform(0, 1, m)
     p[rng.random(m) < 0.2] = p[0]  # ties
+    return p
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_holm_and_bh_reject_what_their_definitions_reject(seed: int) -> None:
+    p = _random_pvalues(seed)
     for alpha in ALPHAS:
         np.testing.assert_array_equal(adjusted_pvalues(p, "holm") <= alpha, _holm_closed_testing(p, alpha))
         np.testing.assert_array_equal(adjusted_pvalues(p, "bh") <= alpha, _bh_step_up(p, alpha))
@@ -50,10 +56,7 @@ def test_holm_and_bh_reject_what_their_definitions_reject(seed: int) -> None:
                     reason="scipy.stats.false_discovery_control needs scipy >= 1.11 (the floor is 1.10)")
 @pytest.mark.parametrize("seed", range(40))
 def test_bh_adjusted_pvalues_equal_scipys(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    m = int(rng.integers(1, 8))
-    p = rng.choice([rng.uniform(0, 0.05), rng.uniform(0, 1)], size=m) * rng.uniform(0, 1, m)
-    p[rng.random(m) < 0.2] = p[0]  # ties
+    p = _random_pvalues(seed)
     np.testing.assert_allclose(adjusted_pvalues(p, "bh"), stats.false_discovery_control(p, method="bh"))
 
 
