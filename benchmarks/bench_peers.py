@@ -9,8 +9,10 @@ Run::
     .venv/bin/python benchmarks/bench_peers.py --infinity-bin .infinity-venv/bin/infinity_emb --data BEIR_DIR \\
         [--duration 20] [--warmup 3] [--rows all] [--out peers.json] [--json]
 
-Models: the cross-encoder is the bundled all-MiniLM-L6-v2 body with a seeded (``torch.manual_seed``)
-1-logit head, a ``BertForSequenceClassification`` saved once under ``--cache-dir``; the embedder
+Models: the cross-encoder (``--cross-encoder``) is the bundled all-MiniLM-L6-v2 body (``minilm``) or a
+seeded random BERT-base body (``base``: 12 layers, 768 hidden, the compute of bge-reranker-base), each
+with a seeded (``torch.manual_seed``) 1-logit head, a ``BertForSequenceClassification`` saved once
+under ``--cache-dir``; the embedder
 is the bundled all-MiniLM-L6-v2. Both servers run them at ``--precision`` on the CPU (default FP32;
 ``bf16``/``auto``: steadyrank BF16+HPS against Infinity ``--dtype bfloat16``; ``int8``: steadyrank's
 dynamic int8 against Infinity's ``--dtype int8``; ``--infinity-dtype`` overrides Infinity's):
@@ -34,19 +36,23 @@ it, wait for the first successful rerank (cold start = launch → that answer), 
 machine's and the server tree's CPU over ``--idle-s`` seconds idle, run every row, stop it
 (SIGTERM, then SIGKILL of whatever of its tree is left).
 
-Rows (closed loop, ``aiohttp`` async clients, :func:`benchmarks._load.client_session`; documents of
-60–120 words from the TREC-DL 2019 subset in ``--data``; every request a fresh random pick):
+Rows (closed loop, ``aiohttp`` async clients, :func:`benchmarks._load.client_session`; documents from
+the BEIR folder in ``--data`` (``--passages short``: its passages of 60–120 words; ``long``: documents
+of 300–500 tokens, each joined from passages drawn at random); every request a fresh random pick):
 rerank 1 doc × 1 client; 20 docs × 1, 8, 32, 128 clients; 100 docs × 1, 8, 32 clients; embeddings
 1 text × 1 client; 16 texts × 8 clients. Each row is measured over a :class:`benchmarks._load.Window` (``--warmup``, ``--duration``,
 ``--max-duration``); requests still in flight at its end get ``--drain-s`` seconds, then are
 cancelled.
 
-Per row and server: goodput = successful docs (texts) / s; req/s = answered requests (any status)
-/ s; p50/p95 of the successful ones; the status mix (transport errors by exception name), how many
+Per row and server: the headline figure, goodput within the deadline = documents (texts) answered 200
+within ``--deadline-s`` (30 s) of being sent / s (a client with a 30 s timeout gets nothing from a later
+answer); goodput = all successful docs / s; req/s = answered requests (any status)
+/ s; p50/p95/p99 of the successful ones; the status mix (transport errors by exception name), how many
 503s were JSON and carried ``Retry-After`` and the median time a 503 took; the highest 1-minute load average seen during the row.
 Per server: peak RSS of the whole process tree (sampled every 0.5 s with psutil; the process count
 at the peak), cold start, idle CPU (% of all cores: the server tree's own, and the machine's, which
-includes anything else running). Ratios are steadyrank / Infinity (goodput, p50, footprint).
+includes anything else running). Ratios are steadyrank / each other server (goodput within the
+deadline, footprint).
 """
 
 from __future__ import annotations
@@ -102,24 +108,71 @@ def load_texts(data: Path, min_words: int = 60, max_words: int = 120) -> tuple[l
     return queries, passages
 
 
-def build_cross_encoder(cache_dir: Path, seed: int = 0) -> Path:
-    """The bundled MiniLM body with a seeded 1-logit head (``BertForSequenceClassification``),
-    saved under ``cache_dir`` once (atomically: a temporary folder renamed into place)."""
-    target = cache_dir / f"minilm-l6-cross-encoder-seed{seed}"
+def long_passages(data: Path, tokenizer_dir: Path, min_tokens: int = 300, max_tokens: int = 500,
+                  n: int = 400, seed: int = 0) -> list[str]:
+    """``n`` documents of ``min_tokens``–``max_tokens`` tokens (the cross-encoder's own tokenizer, no
+    special tokens), each made by joining passages of ``data`` drawn at random without replacement
+    until the next one would pass ``max_tokens`` (MS MARCO passages are ~60 words: none is that long)."""
+    from transformers import AutoTokenizer
+
+    from steadyrank.retrieval.corpus import read_documents
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
+    texts = [d.full_text for d in read_documents(data / "corpus.jsonl")]
+    lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    rng = random.Random(seed)
+    order = list(range(len(texts)))
+    rng.shuffle(order)
+    documents: list[str] = []
+    parts: list[str] = []
+    tokens = 0
+    for i in order:
+        if tokens + lengths[i] > max_tokens:
+            if tokens >= min_tokens:
+                documents.append(" ".join(parts))
+                if len(documents) == n:
+                    break
+            parts, tokens = [], 0
+        parts.append(texts[i])
+        tokens += lengths[i]
+    if not documents:
+        raise SystemExit(f"{data}: too few passages to join into {min_tokens}–{max_tokens}-token documents")
+    return documents
+
+
+#: cross-encoder bodies: "minilm" = the bundled all-MiniLM-L6-v2 (6 layers, 384 hidden, 22 M parameters);
+#: "base" = a BERT-base shape (12 layers, 768 hidden, 12 heads, 3,072 intermediate, 110 M: the compute
+#: of bge-reranker-base or gte-reranker-base), randomly initialised with the bundled tokenizer
+CROSS_ENCODER_SIZES = ("minilm", "base")
+BASE_SHAPE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+              "max_position_embeddings": 512}
+
+
+def build_cross_encoder(cache_dir: Path, size: str = "minilm", seed: int = 0) -> Path:
+    """A cross-encoder with a seeded (``torch.manual_seed``) 1-logit head, a
+    ``BertForSequenceClassification`` saved under ``cache_dir`` once (atomically: a temporary folder
+    renamed into place): the bundled MiniLM body (``size`` "minilm") or a seeded random BERT-base
+    body (``size`` "base", :data:`BASE_SHAPE`), both with the bundled tokenizer."""
+    body = "minilm-l6" if size == "minilm" else "bert-base-random"
+    target = cache_dir / f"{body}-cross-encoder-seed{seed}"
     if (target / "config.json").is_file():
         return target
     import torch
-    from transformers import AutoTokenizer, BertForSequenceClassification
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
     from steadyrank.serve.runtime import bundled_embedder_path
 
     source = str(bundled_embedder_path())
     torch.manual_seed(seed)
-    model = BertForSequenceClassification.from_pretrained(source, num_labels=1, local_files_only=True).eval()
+    if size == "minilm":
+        model = BertForSequenceClassification.from_pretrained(source, num_labels=1, local_files_only=True)
+    else:
+        vocab = BertConfig.from_pretrained(source, local_files_only=True).vocab_size
+        model = BertForSequenceClassification(BertConfig(vocab_size=vocab, num_labels=1, **BASE_SHAPE))
     tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
     cache_dir.mkdir(parents=True, exist_ok=True)
     temporary = Path(tempfile.mkdtemp(prefix=".cross-encoder-", dir=cache_dir))
-    model.save_pretrained(temporary)
+    model.eval().save_pretrained(temporary)
     tokenizer.save_pretrained(temporary)
     temporary.rename(target)
     return target
@@ -329,13 +382,17 @@ def measure(running: Running, queries: list[str], passages: list[str], args: arg
             r = asyncio.run(closed_loop(running.url, path, bodies, level, window, drain_s=args.drain_s,
                                         timeout_s=args.client_timeout, honor_retry_after_s=args.honor_retry_after))
             answered = r["requests"] + r["errors"]
-            r.pop("latencies_s")
-            r.update(items_per_request=items, clients=level,
-                     goodput_items_per_s=r["requests"] * items / r["window_s"] if r["window_s"] else 0.0,
-                     answered_rps=answered / r["window_s"] if r["window_s"] else 0.0)
+            in_time = sum(1 for latency in r.pop("latencies_s") if latency <= args.deadline_s)
+            per_s = 1.0 / r["window_s"] if r["window_s"] else 0.0
+            r.update(items_per_request=items, clients=level, deadline_s=args.deadline_s,
+                     goodput_items_per_s=r["requests"] * items * per_s,
+                     goodput_in_deadline_items_per_s=in_time * items * per_s,
+                     late_requests=r["requests"] - in_time,
+                     answered_rps=answered * per_s)
             results[f"{name}/c{level}"] = r
-            log(f"{peer.name} {name} c={level}: goodput {r['goodput_items_per_s']:.1f} items/s, "
-                f"p50 {r['p50_ms']:.0f} ms, codes {r['status_codes']}, load {r['loadavg_1m_max']:.1f}")
+            log(f"{peer.name} {name} c={level}: {r['goodput_in_deadline_items_per_s']:.1f} items/s within "
+                f"{args.deadline_s:g} s ({r['goodput_items_per_s']:.1f} in all), p50 {r['p50_ms']:.0f} ms, "
+                f"codes {r['status_codes']}, load {r['loadavg_1m_max']:.1f}")
     return results
 
 
@@ -388,6 +445,36 @@ def ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
 
+FOOTPRINT_FIELDS = ("peak_rss_mb", "processes_at_peak", "cold_start_s", "idle_cpu_tree_pct", "idle_cpu_machine_pct")
+
+
+def comparison_table(peers: dict[str, Any]) -> list[list[Any]]:
+    """One line per row and server (goodput within the deadline, all goodput, p50, p99, status mix,
+    steadyrank's goodput within the deadline / this server's, the highest load average), then one per
+    footprint field and server (the ratio steadyrank / this server's)."""
+    measured = {name: peer for name, peer in peers.items() if "rows" in peer}
+    ours = measured.get("steadyrank")
+    keys = list(dict.fromkeys(key for peer in measured.values() for key in peer["rows"]))
+    table: list[list[Any]] = []
+    for key in keys:
+        mine = ours["rows"].get(key) if ours else None
+        for name, peer in measured.items():
+            row = peer["rows"].get(key)
+            if row is None:
+                continue
+            versus = ratio(mine["goodput_in_deadline_items_per_s"], row["goodput_in_deadline_items_per_s"]) \
+                if mine is not None and name != "steadyrank" else None
+            table.append([key, name, row["goodput_in_deadline_items_per_s"], row["goodput_items_per_s"],
+                          row["p50_ms"], row["p99_ms"], json.dumps(row["status_codes"]), versus,
+                          row["loadavg_1m_max"]])
+    for field in FOOTPRINT_FIELDS:
+        for name, peer in measured.items():
+            value = peer["footprint"][field]
+            versus = ratio(ours["footprint"][field], value) if ours and name != "steadyrank" else None
+            table.append([field, name, value, None, None, None, None, versus, None])
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -397,6 +484,15 @@ def main() -> None:
                         "TREC-DL 2019 subset in the published runs; docs/data.md says where to get one)")
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "steadyrank" / "bench_peers",
                         help="where the cross-encoder is saved once (default %(default)s)")
+    parser.add_argument("--cross-encoder", choices=CROSS_ENCODER_SIZES, default="minilm",
+                        help="the cross-encoder body: minilm (the bundled all-MiniLM-L6-v2) or base (a random "
+                             "BERT-base shape, 110 M parameters) (default %(default)s)")
+    parser.add_argument("--passages", choices=("short", "long"), default="short",
+                        help="short: passages of 60–120 words; long: documents of 300–500 tokens joined from "
+                             "random passages (default %(default)s)")
+    parser.add_argument("--deadline-s", type=float, default=30.0,
+                        help="the headline figure counts documents answered 200 within this many seconds "
+                             "(default %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads per model (default %(default)s)")
     parser.add_argument("--batch-size", type=int, default=32, help="Infinity --batch-size (default %(default)s)")
     parser.add_argument("--precision", choices=["auto", *sorted(INFINITY_DTYPES)], default="fp32",
@@ -449,10 +545,12 @@ def main() -> None:
 
     from steadyrank.serve.runtime import bundled_embedder_path
 
-    queries, passages = load_texts(args.data)
     embedder = bundled_embedder_path()
-    cross = build_cross_encoder(args.cache_dir)
-    log(f"{len(passages)} passages of 60–120 words, {len(queries)} queries; cross-encoder {cross}")
+    cross = build_cross_encoder(args.cache_dir, args.cross_encoder)
+    queries, passages = load_texts(args.data)
+    if args.passages == "long":
+        passages = long_passages(args.data, cross)
+    log(f"{len(passages)} {args.passages} passages, {len(queries)} queries; cross-encoder {cross}")
     workdir = Path(tempfile.mkdtemp(prefix="bench-peers-"))
     infinity_dtype = args.infinity_dtype or infinity_dtype_for(args.precision)
     peers: dict[str, Any] = {}
@@ -472,38 +570,19 @@ def main() -> None:
             peers[name] = {"error": str(exc)}
 
 
-    reference = next((n for n in names if n.startswith("infinity")), "infinity")
-    inf, sr = (peers.get(name) if "rows" in peers.get(name, {}) else None for name in (reference, "steadyrank"))
-    table = []
-    keys = list(dict.fromkeys([*(inf or {}).get("rows", {}), *(sr or {}).get("rows", {})]))
-    for key in keys:
-        a = inf["rows"].get(key) if inf else None
-        b = sr["rows"].get(key) if sr else None
-        table.append([key,
-                      a and a["goodput_items_per_s"], b and b["goodput_items_per_s"],
-                      ratio(b["goodput_items_per_s"], a["goodput_items_per_s"]) if a and b else None,
-                      a and a["p50_ms"], b and b["p50_ms"], a and a["p95_ms"], b and b["p95_ms"],
-                      a and json.dumps(a["status_codes"]), b and json.dumps(b["status_codes"]),
-                      b and f"{b['503_json']}/{b['503_retry_after']}",
-                      b and b.get("503_p50_ms"),
-                      max(x["loadavg_1m_max"] for x in (a, b) if x)])
-    for field in ("peak_rss_mb", "processes_at_peak", "cold_start_s", "idle_cpu_tree_pct", "idle_cpu_machine_pct"):
-        a = inf["footprint"][field] if inf else None
-        b = sr["footprint"][field] if sr else None
-        table.append([field, a, b, ratio(b, a) if a is not None and b is not None else None] + [None] * 9)
+    table = comparison_table(peers)
     payload = {"benchmark": "bench_peers",
                "cpu_count": os.cpu_count(), "threads": args.threads, "precision": args.precision,
-               "infinity_dtype": infinity_dtype, "reference_peer": reference,
+               "infinity_dtype": infinity_dtype,
                "infinity_batch_size": args.batch_size, "cross_encoder": str(cross), "embedder": str(embedder),
                "window": {"duration": args.duration, "warmup": args.warmup, "max_duration": args.max_duration,
                           "drain_s": args.drain_s},
-               "passages": len(passages), "peers": peers}
+               "cross_encoder_size": args.cross_encoder, "passage_shape": args.passages,
+               "deadline_s": args.deadline_s, "passages": len(passages), "peers": peers}
     if args.out:
         payload = write_json(args.out, payload)
-    emit(payload, ["row / clients", "infinity items/s", "steadyrank items/s", "ratio sr/inf", "inf p50 ms",
-                   "sr p50 ms", "inf p95 ms", "sr p95 ms", "inf codes", "sr codes", "sr 503 json/retry-after",
-                   "sr 503 p50 ms", "load max"], table, json_only=args.json)
-
+    emit(payload, ["row / clients", "server", f"items/s within {args.deadline_s:g} s", "items/s", "p50 ms",
+                   "p99 ms", "codes", "steadyrank / this", "load max"], table, json_only=args.json)
 
 if __name__ == "__main__":
     main()
