@@ -1,15 +1,19 @@
 """The components' calls and answers (the lowest part of ``serve/server``: the components, the HTTP
 edge's dialects and the shadow evaluator all use them; they import nothing of ``serve``).
 
+- :class:`Deadline`: when a call's time runs out (a monotonic instant, sent as the seconds it has left);
 - :data:`Variant`: which reranker serves a search;
 - :class:`SearchCall` → :class:`SearchOutcome`: the ``Searcher``'s call and answer (with
   :class:`SearchResult`, :class:`Candidate`, :class:`SearchMeta`);
-- :class:`RerankOutcome`: the ``Reranker``'s ``rerank`` answer, which every rerank dialect renders.
+- :class:`RerankOutcome`: the ``Reranker``'s ``rerank`` answer, which every rerank dialect renders;
+- :class:`ScoreOutcome`: the ``Reranker``'s ``score`` answer; :class:`EmbedOutcome`: the ``Embedder``'s ``embed`` answer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from time import monotonic
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
@@ -21,6 +25,38 @@ from steadyrank.retrieval.routing import Route
 
 if TYPE_CHECKING:
     from steadyrank.retrieval.pipeline import Ranked
+
+@dataclass(frozen=True)
+class Deadline:
+    """When a call's time runs out: ``at``, an instant of this host's ``time.monotonic()`` (seconds).
+
+    ``time.monotonic()`` counts from an arbitrary point of each host, so an instant means nothing on
+    another host (the multi-node layout). A Deadline therefore crosses a process boundary as the
+    seconds it has left: pickled (a Ray call's arguments, a :class:`SearchCall`), it is
+    ``remaining()``, and unpickled it is rebuilt as that many seconds from the receiver's clock
+    (:meth:`after`). That is correct in every layout, one host or many; the call's time in transit
+    (pickling to unpickling: the network, a few ms) is not counted against it.
+    """
+
+    at: float
+
+    @classmethod
+    def after(cls, seconds: float, since: float | None = None) -> Deadline:
+        """The deadline ``seconds`` after ``since`` (a ``time.monotonic()`` instant; default now)."""
+        return cls((monotonic() if since is None else since) + seconds)
+
+    def remaining(self) -> float:
+        """Seconds left until the deadline, 0 once it passed."""
+        return max(0.0, self.at - monotonic())
+
+    def expired(self) -> bool:
+        """Whether the deadline passed (now ≥ ``at``)."""
+        return monotonic() >= self.at
+
+    def __reduce__(self) -> tuple[Any, tuple[float]]:
+        """Pickled as the seconds left, rebuilt from the receiver's clock (see the class docstring)."""
+        return Deadline.after, (self.remaining(),)
+
 
 #: Which reranker serves a search: the primary one, or the canary (shadow copies only).
 Variant = Literal["primary", "canary"]
@@ -122,7 +158,7 @@ class SearchMeta(ResponseModel):
 class SearchCall(BaseModel):
     """The Searcher's request: the ``/v1/search`` body plus the shadow evaluator's fields."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     query: str
     top_n: int | None = Field(default=None, ge=1)
@@ -132,7 +168,8 @@ class SearchCall(BaseModel):
     route: Route | None = None
     return_documents: bool = True
     denoise: DenoiseMode | None = None
-    deadline: float | None = Field(default=None, description="epoch seconds after which model work is dropped")
+    deadline: Deadline | None = Field(default=None, exclude=True,
+                                      description="after which model work is dropped (not in the call's mapping)")
     rerank: bool = Field(default=True, description="false: serve the first stage's order, no reranker "
                                                   "(a segment's reranker bypass, the first-stage golden replays)")
 
@@ -267,3 +304,31 @@ class RerankOutcome:
         start, end = self.spans[index]
         return {"index": index, "chunk": self.winners[index], "start": start, "end": end,
                 "chunks_scored": self.chunks[index]}
+
+
+@dataclass(frozen=True)
+class ScoreOutcome:
+    """The scores of one request's documents (``Reranker.score``), in input order: ``scores`` float32
+    (n,) (φ of the FP32 logits), ``keys`` float32 (n,) rank keys (HPS: the FP32 logit margin),
+    ``truncated`` bool (n,) (cut to the model's max_length)."""
+
+    scores: np.ndarray
+    keys: np.ndarray
+    truncated: np.ndarray
+
+    @classmethod
+    def joined(cls, parts: Sequence[ScoreOutcome]) -> ScoreOutcome:
+        """The outcomes of consecutive parts of one request's documents, as one (none: no documents)."""
+        return cls(scores=np.concatenate([np.zeros(0, np.float32), *(p.scores for p in parts)]),
+                   keys=np.concatenate([np.zeros(0, np.float32), *(p.keys for p in parts)]),
+                   truncated=np.concatenate([np.zeros(0, bool), *(p.truncated for p in parts)]))
+
+
+@dataclass(frozen=True)
+class EmbedOutcome:
+    """The embeddings of one request's texts (``Embedder.embed``): ``vectors`` float32 (n, dim) unit
+    rows in input order; ``tokens`` the texts' tokens after truncation, the prompt's included (None
+    when not counted)."""
+
+    vectors: np.ndarray
+    tokens: int | None = None

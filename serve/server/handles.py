@@ -16,7 +16,14 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any, Protocol, TypeVar
 
-from steadyrank.serve.server.calls import RerankOutcome, SearchCall, SearchOutcome
+from steadyrank.serve.server.calls import (
+    Deadline,
+    EmbedOutcome,
+    RerankOutcome,
+    ScoreOutcome,
+    SearchCall,
+    SearchOutcome,
+)
 
 _Answer = TypeVar("_Answer", covariant=True)
 
@@ -29,14 +36,19 @@ class _Ask(Protocol[_Answer]):
 
 class _Rerank(Protocol):
     def remote(self, query: str, documents: list[str], top_n: int | None = None, record: bool = True,
-               deadline: float | None = None, instruction: str | None = None,
+               deadline: Deadline | None = None, instruction: str | None = None,
                chunks: list[int] | None = None) -> Awaitable[RerankOutcome]: ...
 
 
+class _Score(Protocol):
+    def remote(self, query: str, documents: list[str], shadow: bool = False, deadline: Deadline | None = None,
+               instruction: str | None = None) -> Awaitable[ScoreOutcome]: ...
+
+
 class _Embed(Protocol):
-    def remote(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None,
+    def remote(self, texts: list[str], count_tokens: bool = False, deadline: Deadline | None = None,
                shadow: bool = False, role: str | None = None, prompt_name: str | None = None,
-               instruction: str | None = None) -> Awaitable[dict[str, Any]]: ...
+               instruction: str | None = None) -> Awaitable[EmbedOutcome]: ...
 
 
 class _Search(Protocol):
@@ -58,6 +70,8 @@ class RerankerHandle(Protocol):
     def info(self) -> _Ask[dict[str, Any]]: ...
     @property
     def rerank(self) -> _Rerank: ...
+    @property
+    def score(self) -> _Score: ...
 
 
 class EmbedderHandle(Protocol):

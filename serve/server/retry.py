@@ -11,9 +11,10 @@ here, so a repeat is safe.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+
+from steadyrank.serve.server.calls import Deadline
 
 T = TypeVar("T")
 
@@ -21,17 +22,17 @@ T = TypeVar("T")
 PAUSE_S = 0.1
 
 
-async def again_if_lost(call: Callable[[], Awaitable[T]], ends: float, on_repeat: Callable[[], Any],
+async def again_if_lost(call: Callable[[], Awaitable[T]], deadline: Deadline, on_repeat: Callable[[], Any],
                         lost: Callable[[BaseException], bool], pause_s: float = PAUSE_S) -> T:
     """Await ``call()`` until it answers or raises something ``lost`` does not call a lost replica,
-    repeating it (``on_repeat()`` before each repeat) while ``time.monotonic() < ends``; each attempt
-    is given the time left, so the whole ends by ``ends`` (``asyncio.TimeoutError`` after). What the
+    repeating it (``on_repeat()`` before each repeat) until ``deadline`` expires; each attempt is
+    given the time left, so the whole ends by ``deadline`` (``asyncio.TimeoutError`` after). What the
     last attempt raised propagates."""
     while True:
         try:
-            return await asyncio.wait_for(call(), timeout=max(0.0, ends - time.monotonic()))
+            return await asyncio.wait_for(call(), timeout=deadline.remaining())
         except Exception as exc:
-            if not lost(exc) or time.monotonic() >= ends:
+            if not lost(exc) or deadline.expired():
                 raise
             on_repeat()
-            await asyncio.sleep(min(pause_s, max(0.0, ends - time.monotonic())))
+            await asyncio.sleep(min(pause_s, deadline.remaining()))

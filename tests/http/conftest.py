@@ -24,7 +24,7 @@ import httpx
 import numpy as np
 import pytest
 
-from steadyrank.serve.server.calls import RerankOutcome
+from steadyrank.serve.server.calls import Deadline, EmbedOutcome, RerankOutcome
 from steadyrank.serve.server.components.metrics_hub import MetricsHub
 from steadyrank.serve.server.hosting.colocated import LocalHandle
 from steadyrank.serve.server.hosting.failures import RAY_SERVE
@@ -60,15 +60,17 @@ class FakeReranker:
     def __init__(self) -> None:
         self.behaviour = Behaviour()
         self.instructions: list[str | None] = []  # each rerank call's instruction
+        self.deadlines: list[Deadline | None] = []  # each rerank call's deadline
 
     async def info(self) -> dict[str, Any]:
         return {"model": RERANKER_ID, "max_length": 8, "precision": "fp32", "scoring": "hps", "kind": "cross_encoder",
                 "input_max_length": 16, "input_reserve": 3, "query_in_input": True}
 
     async def rerank(self, query: str, documents: list[str], top_n: int | None = None,
-                     deadline: float | None = None, instruction: str | None = None,
+                     deadline: Deadline | None = None, instruction: str | None = None,
                      chunks: list[int] | None = None) -> RerankOutcome:
         self.instructions.append(instruction)
+        self.deadlines.append(deadline)
         await self.behaviour.act(query, documents, top_n)
         if chunks is not None:
             return self.chunked(documents, chunks)
@@ -97,18 +99,20 @@ class FakeEmbedder:
         self.behaviour = Behaviour()
         self.dim = dim
         self.prompts: list[dict[str, Any]] = []  # each embed call's prompt keywords
+        self.deadlines: list[Deadline | None] = []  # each embed call's deadline
 
     async def info(self) -> dict[str, Any]:
         return {"model": EMBEDDER_ID, "dim": 4, "precision": "fp32", "scoring": "hps", "max_length": 8}
 
-    async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None,
+    async def embed(self, texts: list[str], count_tokens: bool = False, deadline: Deadline | None = None,
                     shadow: bool = False, role: str | None = None, prompt_name: str | None = None,
-                    instruction: str | None = None) -> dict[str, Any]:
+                    instruction: str | None = None) -> EmbedOutcome:
         self.prompts.append({"role": role, "prompt_name": prompt_name, "instruction": instruction})
+        self.deadlines.append(deadline)
         await self.behaviour.act(texts)
         vectors = np.full((len(texts), self.dim), 1 / np.sqrt(self.dim), np.float32)  # unit vectors
         tokens = await asyncio.to_thread(lambda: sum(len(t.split()) for t in texts)) if count_tokens else None
-        return {"vectors": vectors, "tokens": tokens}
+        return EmbedOutcome(vectors, tokens)
 
 
 class FakeSearcher:

@@ -34,7 +34,7 @@ def test_the_embedder_deployment_applies_the_prompt_asked_for(tmp_path) -> None:
 
     async def asks() -> None:  # one event loop, as in a replica
         async def served(**prompt) -> np.ndarray:
-            return (await deployment.embed(TEXTS, count_tokens=True, **prompt))["vectors"]
+            return (await deployment.embed(TEXTS, count_tokens=True, **prompt)).vectors
 
         for asked, prompt in (({"role": "query"}, "query: "), ({"role": "document"}, "passage: "),
                               ({"prompt_name": "classification"}, "classify: "), ({}, "")):

@@ -64,8 +64,8 @@ def test_shadow_scores_equal_user_scores(serve_app, handle):
     reranker = handle("Reranker")
     user = reranker.score.remote(query, docs).result(timeout_s=120)
     shadow = reranker.score.remote(query, docs, shadow=True).result(timeout_s=120)
-    np.testing.assert_allclose(shadow["scores"], user["scores"], rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(shadow["truncated"], user["truncated"])
+    np.testing.assert_allclose(shadow.scores, user.scores, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(shadow.truncated, user.truncated)
 
 
 def test_golden_query_header_is_mirrored_only_for_its_own_query(serve_app, client, handle):

@@ -6,28 +6,28 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from steadyrank.serve.errors import DeadlineExceeded, InvalidInputError, check_texts
+from steadyrank.serve.server.calls import Deadline
 from steadyrank.serve.server.memory import trim_freed_memory
 from steadyrank.serve.server.priority import ShadowGate
 
 
 @dataclass
 class Ticket:
-    """One model call's deadline (epoch seconds; None = none) and whether its caller gave up
-    (the handle call was cancelled: the client disconnected or the ingress timed out)."""
+    """One model call's :class:`~serve.server.calls.Deadline` (None = none) and whether its caller gave
+    up (the handle call was cancelled: the client disconnected or the ingress timed out)."""
 
-    deadline: float | None = None
+    deadline: Deadline | None = None
     cancelled: bool = False
     started: bool = False
 
-    def drop_reason(self, now: float) -> str | None:
+    def drop_reason(self) -> str | None:
         """``deadline`` (it passed), ``disconnected`` (cancelled before its deadline) or None (run it)."""
-        if self.deadline is not None and now >= self.deadline:
+        if self.deadline is not None and self.deadline.expired():
             return "deadline"
         return "disconnected" if self.cancelled else None
 
@@ -40,7 +40,7 @@ async def admitted(batched: Any, job: Any, ticket: Ticket, recorder: Any, label:
     """Queue ``(job, ticket)`` on a :class:`~serve.server.components.batcher.RequestBatcher` and
     await its result. A job whose deadline passed is refused here; a caller cancelled while its job
     is still queued marks the ticket, so the batch drops the job unscored (counted once, here)."""
-    reason = ticket.drop_reason(time.time())
+    reason = ticket.drop_reason()
     if reason is not None:
         count_drop(recorder, label, reason)
         raise DeadlineExceeded("the request's deadline passed before it reached the model")
@@ -49,7 +49,7 @@ async def admitted(batched: Any, job: Any, ticket: Ticket, recorder: Any, label:
     except asyncio.CancelledError:
         if not ticket.started:
             ticket.cancelled = True
-            count_drop(recorder, label, ticket.drop_reason(time.time()) or "disconnected")
+            count_drop(recorder, label, ticket.drop_reason() or "disconnected")
         raise
 
 
@@ -169,11 +169,10 @@ async def run_batch(executor: ThreadPoolExecutor, jobs: list[tuple[Any, Ticket]]
     counted in ``steadyrank_requests_dropped_total{deployment=label, reason}``. The memory the
     forward passes freed then goes back to the OS (:func:`serve.server.memory.trim_freed_memory`, ~0.5
     ms) as the executor's next task: after the answers, before the next batch."""
-    now = time.time()
     out: list[Any] = [None] * len(jobs)
     live = []
     for i, (_, ticket) in enumerate(jobs):
-        reason = ticket.drop_reason(now)
+        reason = ticket.drop_reason()
         if reason is None:
             ticket.started = True
             live.append(i)

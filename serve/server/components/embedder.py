@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from steadyrank.serve.runtime.prompts import PromptRole
+from steadyrank.serve.server.calls import Deadline, EmbedOutcome
 from steadyrank.serve.server.components.batcher import RequestBatcher
 from steadyrank.serve.server.components.common import (
     Ticket,
@@ -24,8 +25,8 @@ from steadyrank.serve.telemetry import Recorder
 
 
 class Embedder:
-    """``embed(texts, count_tokens=False, role=None, prompt_name=None, instruction=None) ->
-    {"vectors": float32 (n, dim) unit rows, "tokens": int | None}``, each text after the prompt asked
+    """``embed(texts, count_tokens=False, role=None, prompt_name=None, instruction=None) ->``
+    :class:`~serve.server.calls.EmbedOutcome` (float32 (n, dim) unit rows, tokens), each text after the prompt asked
     for (:meth:`~serve.runtime.prompts.EmbedPrompts.choose`)."""
 
     def __init__(self, settings: Settings | dict, hub: Any) -> None:
@@ -49,21 +50,21 @@ class Embedder:
                 "precision_choice": m.precision_choice.facts(), "scoring": m.scoring,
                 "max_length": m.max_length, "prompts": {"query": m.query_prompt, "document": m.document_prompt}}
 
-    async def embed(self, texts: list[str], count_tokens: bool = False, deadline: float | None = None,
+    async def embed(self, texts: list[str], count_tokens: bool = False, deadline: Deadline | None = None,
                     shadow: bool = False, role: PromptRole | None = None, prompt_name: str | None = None,
-                    instruction: str | None = None) -> dict[str, Any]:
-        """``{"vectors": float32 (n, dim) unit rows, "tokens": int | None}`` (tokens after truncation,
-        the prompt's included). The prompt: ``role``'s (``query`` for searches), the one called
-        ``prompt_name``, the query prompt with ``instruction``, else the model's default; one the
-        model does not have is refused before any work (InvalidInputError).
-        ``deadline`` (epoch s): dropped unembedded once it passed (``DeadlineExceeded``).
+                    instruction: str | None = None) -> EmbedOutcome:
+        """An :class:`~serve.server.calls.EmbedOutcome`: float32 (n, dim) unit rows and, with
+        ``count_tokens``, the tokens after truncation (the prompt's included). The prompt: ``role``'s
+        (``query`` for searches), the one called ``prompt_name``, the query prompt with
+        ``instruction``, else the model's default; one the model does not have is refused before any work (InvalidInputError).
+        ``deadline``: dropped unembedded once it passed (``DeadlineExceeded``).
         ``shadow`` (a golden replay's or mirrored search's query): embedded only when user work
         leaves room (:class:`~serve.server.priority.ShadowGate`, as in the Reranker), outside the
         user batches; its vectors equal the user path's (one forward plan per request)."""
         texts = check_text_list(texts, "input")
         prompt = self.model.prompts.choose(role, prompt_name, instruction)
         if not texts:
-            return {"vectors": np.zeros((0, self.model.dim), dtype=np.float32), "tokens": 0 if count_tokens else None}
+            return EmbedOutcome(np.zeros((0, self.model.dim), dtype=np.float32), 0 if count_tokens else None)
         job = (texts, bool(count_tokens), prompt)
         if shadow:
             return (await shadow_turn(self.gate, self.recorder, "embedder", self.executor, self._encode, [job]))[0]
@@ -74,11 +75,11 @@ class Embedder:
         self.recorder.observe("steadyrank_batch_size", len(jobs), deployment="embedder")
         return await run_batch(self.executor, jobs, self._encode, self.recorder, "embedder")
 
-    def _encode(self, jobs: list[tuple[list[str], bool, str]]) -> list[dict[str, Any]]:
+    def _encode(self, jobs: list[tuple[list[str], bool, str]]) -> list[EmbedOutcome]:
         """One forward plan per job (each after its prompt), the jobs' batches sharing the forward
         lanes (as :meth:`Reranker._score_jobs`): a request's vectors never depend on what else was in flight."""
         vectors = self.model.encode_many([texts for texts, _, _ in jobs], [prompt for _, _, prompt in jobs])
-        return [{"vectors": v, "tokens": self._tokens(texts, prompt) if count else None}
+        return [EmbedOutcome(v, self._tokens(texts, prompt) if count else None)
                 for v, (texts, count, prompt) in zip(vectors, jobs, strict=True)]
 
     def _tokens(self, texts: list[str], prompt: str) -> int:

@@ -20,7 +20,7 @@ import numpy as np
 from steadyrank.retrieval.ranking import rank_async
 from steadyrank.serve.errors import InvalidInputError, check_rerank_args
 from steadyrank.serve.runtime.chunking import aggregate_max
-from steadyrank.serve.server.calls import RerankOutcome, Variant
+from steadyrank.serve.server.calls import Deadline, RerankOutcome, ScoreOutcome, Variant
 from steadyrank.serve.server.components.batcher import RequestBatcher
 from steadyrank.serve.server.components.common import (
     Ticket,
@@ -85,10 +85,11 @@ class Reranker:
                 "torch_threads_per_lane": threads_per_lane, **s.input_room().facts()}
 
     async def score(self, query: str, documents: list[str], shadow: bool = False,
-                    deadline: float | None = None, instruction: str | None = None) -> dict[str, np.ndarray]:
-        """``{"scores", "keys"}`` float32 (n,) and ``"truncated"`` bool (n,), in input order.
+                    deadline: Deadline | None = None, instruction: str | None = None) -> ScoreOutcome:
+        """A :class:`~serve.server.calls.ScoreOutcome`: ``scores``, ``keys`` float32 (n,) and
+        ``truncated`` bool (n,), in input order.
 
-        ``deadline`` (epoch s): a user request still queued when it passes (or whose caller gave
+        ``deadline``: a user request still queued when it passes (or whose caller gave
         up) is dropped before its forward pass (``DeadlineExceeded``; counted).
 
         ``shadow`` (evaluator traffic): scored in chunks of ``quality.shadow_chunk_docs`` documents,
@@ -101,11 +102,10 @@ class Reranker:
         documents = check_text_list(documents, "documents")
         self.scorer.check_instruction(instruction)
         if not documents:
-            return {"scores": np.zeros(0, np.float32), "keys": np.zeros(0, np.float32), "truncated": np.zeros(0, bool)}
+            return ScoreOutcome.joined([])
         if shadow:
-            parts = [(await self._shadow_turn(self._score_jobs, [(query, list(part), instruction)]))[0]
-                     for part in chunks(documents, self.shadow_chunk_docs)]
-            return {name: np.concatenate([p[name] for p in parts]) for name in ("scores", "keys", "truncated")}
+            return ScoreOutcome.joined([(await self._shadow_turn(self._score_jobs, [(query, list(part), instruction)]))[0]
+                                        for part in chunks(documents, self.shadow_chunk_docs)])
         async with self.gate.user():
             return await admitted(self._batch, (query, documents, instruction), Ticket(deadline), self.recorder,
                                   self.label)
@@ -128,7 +128,7 @@ class Reranker:
             return self.scorer.fp32_keys([(query, d) for d in documents], instruction)
 
     async def rerank(self, query: str, documents: list[str], top_n: int | None = None, record: bool = True,
-                     deadline: float | None = None, instruction: str | None = None,
+                     deadline: Deadline | None = None, instruction: str | None = None,
                      chunks: list[int] | None = None) -> RerankOutcome:
         """The ranking of ``documents`` for ``query`` (:func:`retrieval.ranking.rank`) as a
         :class:`~serve.server.calls.RerankOutcome`. ``record`` = count it as user traffic in the metrics.
@@ -144,9 +144,9 @@ class Reranker:
         counts = check_chunk_counts(chunks, len(documents))
         scored = await self.score(query, documents, deadline=deadline, instruction=instruction)
         starts = np.concatenate([[0], np.cumsum(counts[:-1])]).astype(np.int64)
-        keys, winners = aggregate_max(scored["keys"], counts)
-        scores = scored["scores"][starts + winners]
-        truncated = np.logical_or.reduceat(scored["truncated"], starts)
+        keys, winners = aggregate_max(scored.keys, counts)
+        scores = scored.scores[starts + winners]
+        truncated = np.logical_or.reduceat(scored.truncated, starts)
 
         async def rescore(indices: np.ndarray) -> np.ndarray:
             rows = [int(starts[d]) + k for d in indices for k in range(int(counts[d]))]
@@ -177,14 +177,14 @@ class Reranker:
         self.recorder.observe("steadyrank_batch_size", len(jobs), deployment=self.label)
         return await run_batch(self.executor, jobs, self._score_jobs, self.recorder, self.label)
 
-    def _score_jobs(self, jobs: list[tuple[str, list[str], str | None]]) -> list[dict[str, np.ndarray]]:
+    def _score_jobs(self, jobs: list[tuple[str, list[str], str | None]]) -> list[ScoreOutcome]:
         """One forward plan per job, all in this one compute-thread call (the jobs' batches share
         the forward lanes, :meth:`Scorer.score_many`): a request's scores depend on its own pairs
         only, never on what else was in flight (rows of other requests would change the padded
         shapes, and with them the last bits of FP32 results)."""
         scored = self.scorer.score_many([[(query, doc) for doc in docs] for query, docs, _ in jobs],
                                         [instruction for _, _, instruction in jobs])
-        return [{"scores": s.scores, "keys": s.keys, "truncated": s.truncated} for s in scored]
+        return [ScoreOutcome(s.scores, s.keys, s.truncated) for s in scored]
 
 
 def check_chunk_counts(chunks: list[int] | None, n: int) -> list[int]:

@@ -76,7 +76,7 @@ class Searcher:
         async def embed(query: str) -> np.ndarray:
             with tracing.span("embedder.embed", texts=1):
                 return (await self.embedder.embed.remote([query], deadline=call.deadline, shadow=call.shadow,
-                                                         role="query"))["vectors"][0]
+                                                         role="query")).vectors[0]
 
         async def retrieve(query: str, vector: np.ndarray | None, mode: Mode, depth: int,
                            with_vectors: bool) -> CandidatePool:
@@ -86,7 +86,7 @@ class Searcher:
         async def score(query: str, texts: list[str]) -> PassScores:
             with tracing.span("reranker.score", documents=len(texts), variant=call.variant):
                 out = await reranker.score.remote(query, texts, shadow=call.shadow, deadline=call.deadline)
-            return PassScores(out["scores"], out["keys"])
+            return PassScores(out.scores, out.keys)
 
         async def fp32_keys(query: str, texts: list[str]) -> np.ndarray:
             with tracing.span("reranker.fp32_keys", documents=len(texts), variant=call.variant):
@@ -138,14 +138,14 @@ class Searcher:
         reranker = self.rerankers[variant]
         if reranker is None:
             raise InvalidInputError(f"variant {variant!r} is not configured (no canary reranker)")
-        return [np.asarray((await reranker.score.remote(query, texts, shadow=True))["keys"], dtype=np.float32)
+        return [np.asarray((await reranker.score.remote(query, texts, shadow=True)).keys, dtype=np.float32)
                 for query, texts in items]
 
     async def query_vectors(self, texts: list[str]) -> np.ndarray:
         """The embedder's query embeddings of ``texts`` (FP32 unit rows, the query prompt), as shadow
         work: what golden drift compares live and golden queries by (:mod:`serve.server.quality.drift`)."""
         out = await self.embedder.embed.remote(list(texts), shadow=True, role="query")
-        return np.asarray(out["vectors"], dtype=np.float32)
+        return np.asarray(out.vectors, dtype=np.float32)
 
     def _record(self, ranked: Ranked) -> None:
         rec = self.recorder

@@ -29,6 +29,7 @@ from steadyrank.retrieval.modes import Mode
 from steadyrank.retrieval.pipeline import CandidatePool
 from steadyrank.retrieval.shards import ShardAnswer, answer_from_store, open_shard, scatter_gather
 from steadyrank.serve.errors import InvalidInputError
+from steadyrank.serve.server.calls import Deadline
 from steadyrank.serve.server.components.common import model_executor, run_in
 from steadyrank.serve.server.hosting.failures import replica_lost
 from steadyrank.serve.server.retry import again_if_lost
@@ -111,9 +112,9 @@ class ShardedRetriever:
             raise InvalidInputError(f"mode {mode!r} needs the query vector")
         s, index = self.search_settings, self.index_settings
         started = time.perf_counter()
-        ends = time.monotonic() + index.shard_timeout_s
+        deadline = Deadline.after(index.shard_timeout_s)
         calls = [lambda shard=shard: again_if_lost(lambda: shard.search.remote(query, vector, mode, depth, with_vectors),
-                                                   ends, self._count_repeat, replica_lost)
+                                                   deadline, self._count_repeat, replica_lost)
                  for shard in self.shards]
         gathered = await scatter_gather(
             calls, mode=mode, depth=depth, timeout_s=index.shard_timeout_s, partial_ok=index.partial_results,

@@ -1,9 +1,11 @@
 """The gateway between the routes and the components: deadlines, work-based admission, the repeat of
 a call whose replica died, and the map from what a call raised to a domain error.
 
-A request's deadline (:meth:`Gateway.deadline` seconds) runs from its arrival (:meth:`Gateway.ends`):
-reading, parsing, rendering and tokenising its body count against it, and a call gets what is left
-(:meth:`Gateway.remaining`). Every call goes through :meth:`Gateway.call` under its deadline (seconds):
+A request's deadline (:meth:`Gateway.deadline`, a :class:`~serve.server.calls.Deadline`) is
+:meth:`Gateway.timeout_s` seconds from its arrival: reading, parsing, rendering and tokenising its
+body count against it, and a call gets what is left (:meth:`Gateway.remaining`). Every call goes
+through :meth:`Gateway.call` under its deadline, which the model components get too (they drop a
+job still queued when it passes):
 
 - a call whose replica died under it, or whose answer was lost with its node (what the host's
   ``Services.host.lost`` says: on Ray Serve :func:`serve.server.hosting.failures.replica_lost`), is
@@ -38,6 +40,7 @@ from steadyrank.serve.errors import (
     ShardUnavailable,
     SteadyrankError,
 )
+from steadyrank.serve.server.calls import Deadline
 from steadyrank.serve.server.http.services import Gate, HostFailures, Services
 from steadyrank.serve.server.retry import again_if_lost
 
@@ -107,17 +110,16 @@ class Gateway:
             raise InvalidInputError("X-Request-Timeout must be > 0")
         return min(asked, limit)
 
-    def ends(self, request: Request) -> float:
-        """When (``time.monotonic()``) the request's deadline passes: :meth:`timeout_s` seconds from its
-        arrival."""
-        return arrival(request) + self.timeout_s(request)
+    def deadline(self, request: Request) -> Deadline:
+        """The request's deadline: :meth:`timeout_s` seconds from its arrival (504 once it passed)."""
+        deadline = Deadline.after(self.timeout_s(request), since=arrival(request))
+        if deadline.expired():
+            raise past_deadline(self.timeout_s(request))
+        return deadline
 
     def remaining(self, request: Request) -> float:
         """Seconds left of the request's deadline (504 when none are)."""
-        left = self.ends(request) - time.monotonic()
-        if left <= 0:
-            raise past_deadline(self.timeout_s(request))
-        return left
+        return self.deadline(request).remaining()
 
     async def within(self, request: Request, work: Awaitable[T]) -> T:
         """``work`` (the request's own work before its model call) under what is left of its deadline
@@ -127,14 +129,14 @@ class Gateway:
         except asyncio.TimeoutError:
             raise past_deadline(self.timeout_s(request)) from None
 
-    async def call(self, deadline: float, call: Callable[[], Awaitable[Any]], stated: float | None = None) -> Any:
-        """Await ``call()`` under ``deadline`` seconds (see the module docstring); a 504 states the
-        request's deadline as ``stated`` seconds (default ``deadline``)."""
+    async def call(self, deadline: Deadline, call: Callable[[], Awaitable[Any]], stated: float | None = None) -> Any:
+        """Await ``call()`` under ``deadline`` (see the module docstring); a 504 states the request's
+        deadline as ``stated`` seconds (default: the seconds ``deadline`` had left at the call)."""
+        stated = deadline.remaining() if stated is None else stated
         try:
-            return await again_if_lost(call, time.monotonic() + deadline, self._count_repeat, self.services.host.lost)
+            return await again_if_lost(call, deadline, self._count_repeat, self.services.host.lost)
         except Exception as exc:
-            mapped = domain_error(exc, deadline if stated is None else stated, self.limits.retry_after_s,
-                                  self.services.host)
+            mapped = domain_error(exc, stated, self.limits.retry_after_s, self.services.host)
             if mapped is None:
                 raise
             raise mapped from None
@@ -142,17 +144,18 @@ class Gateway:
     def _count_repeat(self) -> None:
         self.services.recorder.inc("steadyrank_request_retries_total", reason="replica_lost")
 
-    def work_refusal(self, model: str, units: int, deadline: float) -> OverloadedError | None:
-        """The 503 for a request of ``units`` at ``model`` that work-based admission refuses, or None."""
+    def work_refusal(self, model: str, units: int, deadline_s: float) -> OverloadedError | None:
+        """The 503 for a request of ``units`` at ``model`` with ``deadline_s`` seconds left that work-based
+        admission refuses, or None."""
         queue = self.gate.work[model]
-        retry_after = queue.refusal(units, deadline)
+        retry_after = queue.refusal(units, deadline_s)
         if retry_after is None:
             return None
         return OverloadedError(f"server overloaded: the {model} has about {queue.predicted_wait(units):.0f} s of work "
-                               f"queued, more than this request's deadline of {deadline:g} s allows; retry later",
+                               f"queued, more than this request's deadline of {deadline_s:g} s allows; retry later",
                                retry_after_s=retry_after)
 
-    async def model_call(self, request: Request, model: str, units: int, deadline: float,
+    async def model_call(self, request: Request, model: str, units: int, deadline: Deadline,
                          call: Callable[[], Awaitable[Any]], *, sized_by_body: bool = True,
                          computed: Callable[[Any], int] | None = None) -> Any:
         """:meth:`call` to a model deployment under work-based admission: ``units`` (documents or
@@ -170,7 +173,7 @@ class Gateway:
         queue = self.gate.work[model]
         if sized_by_body:
             queue.observe_body(declared_size(request), units)
-        refused = self.work_refusal(model, units, deadline)
+        refused = self.work_refusal(model, units, deadline.remaining())
         if refused is not None:
             self.services.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason="overloaded")
             raise refused
@@ -207,7 +210,7 @@ class Gateway:
         """A model deployment's ``info()`` (id, max_length, …), asked once, under a timeout."""
         if name not in self.facts:
             handle = getattr(self.services, name)
-            self.facts[name] = await self.call(SIDE_CALL_TIMEOUT_S, lambda: handle.info.remote())
+            self.facts[name] = await self.call(Deadline.after(SIDE_CALL_TIMEOUT_S), lambda: handle.info.remote())
         return self.facts[name]
 
     def detach(self, coroutine: Awaitable[Any], what: str) -> None:

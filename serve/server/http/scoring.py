@@ -7,7 +7,6 @@ the call through the gateway under work-based admission."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -19,7 +18,7 @@ from starlette.requests import Request
 from steadyrank.serve import tracing
 from steadyrank.serve.errors import EmptyInputError, InputTooLongError, InvalidInputError
 from steadyrank.serve.runtime.chunking import ChunkPlan, InputRoom, document_room, plan_chunks
-from steadyrank.serve.server.calls import RerankOutcome, SearchCall, SearchOutcome
+from steadyrank.serve.server.calls import Deadline, EmbedOutcome, RerankOutcome, SearchCall, SearchOutcome
 from steadyrank.serve.server.http.dialects.documents import DocumentInput, document_texts
 from steadyrank.serve.server.http.dialects.schema_limits import bounded
 from steadyrank.serve.server.http.errors import schema_error, too_many_items
@@ -134,11 +133,11 @@ class Scoring:
         rendered on a worker thread under the request's deadline (504 beyond)."""
         if all(isinstance(d, str) for d in documents):
             return [d for d in documents if isinstance(d, str)]
-        ends, stated = self.gateway.ends(request), self.gateway.timeout_s(request)
+        deadline, stated = self.gateway.deadline(request), self.gateway.timeout_s(request)
 
         def each(i: int, text: str) -> None:
             check_size(self.limits, text, "documents", i)
-            if time.monotonic() > ends:
+            if deadline.expired():
                 raise past_deadline(stated)
 
         return await self.within(request, document_texts, documents, rank_fields, each)
@@ -165,13 +164,12 @@ class Scoring:
         plan = await self.plan(request, query, texts, instruction, per_doc) if per_doc > 1 else None
         top_n = min(top_n, len(texts)) if top_n is not None else None
         sent, chunks = (texts, None) if plan is None else (plan.texts, plan.counts)
-        left = self.gateway.remaining(request)
-        ends = time.time() + left
+        deadline = self.gateway.deadline(request)
         reranker = self.services.reranker
         with tracing.span("reranker.rerank", documents=len(texts), chunks=len(sent)):
             out = await self.gateway.model_call(
-                request, "reranker", len(sent), left,
-                lambda: reranker.rerank.remote(query, sent, top_n, deadline=ends, instruction=instruction,
+                request, "reranker", len(sent), deadline,
+                lambda: reranker.rerank.remote(query, sent, top_n, deadline=deadline, instruction=instruction,
                                                chunks=chunks))
         if plan is None or out.winners is None:
             return out
@@ -199,10 +197,10 @@ class Scoring:
         chunking = self.services.settings.chunking
         facts = await self.gateway.model_facts("reranker")
         encode = self.services.reranker_tokens.encoder
-        ends, stated = self.gateway.ends(request), self.gateway.timeout_s(request)
+        deadline, stated = self.gateway.deadline(request), self.gateway.timeout_s(request)
 
         def each(_: int) -> None:
-            if time.monotonic() > ends:
+            if deadline.expired():
                 raise past_deadline(stated)
 
         def work() -> ChunkPlan:
@@ -225,21 +223,20 @@ class Scoring:
         check_sizes(self.limits, texts, field)
 
     async def embed(self, request: Request, texts: list[str], count_tokens: bool,
-                    prompt: dict[str, Any] | None = None) -> dict[str, Any]:
+                    prompt: dict[str, Any] | None = None) -> EmbedOutcome:
         """The Embedder's ``embed`` under what is left of the request's deadline; ``prompt``: its
         prompt keywords (``role``, ``prompt_name``, ``instruction``: the instruction checked first)."""
         prompt = prompt or {}
         check_instruction(self.limits, prompt.get("instruction"))
-        left = self.gateway.remaining(request)
-        ends = time.time() + left
+        deadline = self.gateway.deadline(request)
         embedder = self.services.embedder
         with tracing.span("embedder.embed", texts=len(texts)):
-            return await self.gateway.model_call(request, "embedder", len(texts), left,
-                                                 lambda: embedder.embed.remote(texts, count_tokens, deadline=ends,
+            return await self.gateway.model_call(request, "embedder", len(texts), deadline,
+                                                 lambda: embedder.embed.remote(texts, count_tokens, deadline=deadline,
                                                                                **prompt))
 
-    async def search(self, request: Request, call: SearchCall, deadline: float) -> SearchOutcome:
-        """The Searcher's ``search`` under ``deadline`` seconds (what is left of the request's),
+    async def search(self, request: Request, call: SearchCall, deadline: Deadline) -> SearchOutcome:
+        """The Searcher's ``search`` under ``deadline`` (the request's),
         admitted as :attr:`search_work`; the units it computed are the candidates it reranked
         (``meta.k``), or its one query embedding."""
         work = self.search_work

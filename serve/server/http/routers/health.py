@@ -25,6 +25,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from steadyrank.serve.server.calls import Deadline
 from steadyrank.serve.server.http import schemas
 from steadyrank.serve.server.http.deps import Role, authorised, caller_role, endpoint
 from steadyrank.serve.server.http.gateway import SIDE_CALL_TIMEOUT_S, root_cause
@@ -109,5 +110,5 @@ def _protect(request: Request) -> None:
 async def metrics(request: Request) -> Response:
     """Prometheus text exposition of every replica's metrics (through the metrics hub)."""
     hub = parts_of(request).services.hub
-    body = await parts_of(request).gateway.call(SIDE_CALL_TIMEOUT_S, lambda: hub.render.remote())
+    body = await parts_of(request).gateway.call(Deadline.after(SIDE_CALL_TIMEOUT_S), lambda: hub.render.remote())
     return Response(content=body, media_type=PROMETHEUS_CONTENT_TYPE)

@@ -65,11 +65,11 @@ async def search(request: Request, raw: AdmittedBody, role: Annotated[Role, Depe
     if evaluator is not None and routing.stale():
         app.gateway.detach(routing.refresh(evaluator), "segment routes")
     variant, rerank = routing.route(segment)
-    left = app.gateway.remaining(request)
+    deadline = app.gateway.deadline(request)
     call = SearchCall(query=body.query, top_n=body.top_n, mode=body.mode, denoise=body.denoise,
-                      return_documents=body.return_documents, deadline=time.time() + left, variant=variant,
+                      return_documents=body.return_documents, deadline=deadline, variant=variant,
                       rerank=rerank)
-    out = await app.scoring.search(request, call, left)
+    out = await app.scoring.search(request, call, deadline)
     payload = schemas.SearchResponse.build(out, body.return_candidates).model_dump()
     payload["id"] = request.state.request_id
     if evaluator is not None:
@@ -96,8 +96,8 @@ async def embeddings(request: Request, raw: AdmittedBody) -> Response:
     served = names.resolve("embedder", body.model)
     embedding_dialect.check_dimensions(body.dimensions, names.embedder_dim, names.matryoshka, served)
     out = await app.scoring.embed(request, texts, True, body.prompt_request())
-    vectors = embedding_dialect.shorten(out["vectors"], body.dimensions)
-    return JSON(schemas.EmbeddingResponse.payload(vectors, int(out["tokens"] or 0), served, body.encoding_format or "float"),
+    vectors = embedding_dialect.shorten(out.vectors, body.dimensions)
+    return JSON(schemas.EmbeddingResponse.payload(vectors, int(out.tokens or 0), served, body.encoding_format or "float"),
                 headers=ignored_fields_header(body.ignored_fields()))
 
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from steadyrank.serve.errors import NotFoundError, UnauthorisedError
+from steadyrank.serve.server.calls import Deadline
 from steadyrank.serve.server.http.deps import Role, authorised, endpoint
 from steadyrank.serve.server.http.responses import JSON, errors
 from steadyrank.serve.server.http.state import parts_of
@@ -21,7 +22,7 @@ async def _report(request: Request, method: str, *args: object) -> Response:
     evaluator = app.services.evaluator
     if evaluator is None:
         raise NotFoundError("the shadow evaluator is off (quality.enabled: false)")
-    return JSON(await app.gateway.call(app.gateway.timeout_s(request),
+    return JSON(await app.gateway.call(Deadline.after(app.gateway.timeout_s(request)),
                                        lambda: getattr(evaluator, method).remote(*args)))
 
 

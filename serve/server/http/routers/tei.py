@@ -57,4 +57,4 @@ async def embed(request: Request, raw: AdmittedBody) -> Response:
         counts = await app.scoring.within(request, app.services.embedder_tokens.count, texts)
         tei.check_untruncated(False, [i for i, c in enumerate(counts) if c > max_length], "inputs", max_length)
     out = await app.scoring.embed(request, texts, False, {"prompt_name": body.prompt_name})
-    return JSON(np.asarray(out["vectors"], dtype=np.float32).astype(np.float64))  # FP32 values, written in C
+    return JSON(np.asarray(out.vectors, dtype=np.float32).astype(np.float64))  # FP32 values, written in C
