@@ -128,7 +128,10 @@ def check_texts(texts: Sequence[str], what: str) -> list[str]:
     """``texts`` as a list, refusing anything that is not a string."""
     if isinstance(texts, str):
         raise InvalidInputError(f"{what} must be a list of strings, got a single string")
-    items = list(texts)
+    try:
+        items = list(texts)
+    except TypeError:
+        raise InvalidInputError(f"{what} must be a list of strings, got {type(texts).__name__}") from None
     for i, text in enumerate(items):
         if not isinstance(text, str):
             raise InvalidInputError(f"{what}[{i}] must be a string, got {type(text).__name__}")

@@ -171,14 +171,15 @@ class Scorer(ABC):
                instruction: str | None = None) -> RerankOutput:
         """Score ``documents`` against ``query`` and rank them (:func:`retrieval.ranking.rank`: rank
         keys descending, ties by input index; with ``rescores_boundary_ties`` a tie group straddling
-        ``top_n`` is re-run in FP32 and ordered by those keys).
+        ``top_n`` is re-run in FP32 and ordered by those keys). The arguments are checked once, here
+        (:func:`~serve.errors.check_rerank_args`, then the instruction), before any forward pass.
         """
         docs = check_rerank_args(query, documents, top_n)
         self.check_instruction(instruction)
         scored = self._score([(query, d) for d in docs], instruction)
 
-        def rescore(indices: np.ndarray) -> np.ndarray:
-            return self.fp32_keys([(query, docs[i]) for i in indices], instruction)
+        def rescore(indices: np.ndarray) -> np.ndarray:  # pairs checked above: not again
+            return self.fp32_twin()._score([(query, docs[i]) for i in indices], instruction).keys
 
         ranking = rank(scored.keys, top_n, rescore if self.rescores_boundary_ties else None, self.cutoff)
         return RerankOutput(

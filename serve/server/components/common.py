@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from steadyrank.serve.errors import DeadlineExceeded, InvalidInputError, check_texts
+from steadyrank.serve.errors import DeadlineExceeded
 from steadyrank.serve.server.calls import Deadline
 from steadyrank.serve.server.memory import trim_freed_memory
 from steadyrank.serve.server.priority import ShadowGate
@@ -137,13 +137,6 @@ def set_compute_threads(threads: int | None, lanes: int) -> None:
     count = min(lanes, total)
     torch.set_num_threads(total // count)
     use_forward_lanes(count, total // count)
-
-
-def check_text_list(texts: Any, what: str) -> list[str]:
-    """A handle caller's texts: a list or tuple of strings (``check_texts`` checks the items)."""
-    if not isinstance(texts, (list, tuple)):
-        raise InvalidInputError(f"{what} must be a list of strings")
-    return check_texts(texts, what)
 
 
 def run_isolated(jobs: list[Any], run: Any) -> list[Any]:

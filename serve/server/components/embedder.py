@@ -13,7 +13,6 @@ from steadyrank.serve.server.components.common import (
     Ticket,
     admitted,
     apply_batch_config,
-    check_text_list,
     model_executor,
     run_batch,
     set_compute_threads,
@@ -61,7 +60,6 @@ class Embedder:
         ``shadow`` (a golden replay's or mirrored search's query): embedded only when user work
         leaves room (:class:`~serve.server.priority.ShadowGate`, as in the Reranker), outside the
         user batches; its vectors equal the user path's (one forward plan per request)."""
-        texts = check_text_list(texts, "input")
         prompt = self.model.prompts.choose(role, prompt_name, instruction)
         if not texts:
             return EmbedOutcome(np.zeros((0, self.model.dim), dtype=np.float32), 0 if count_tokens else None)

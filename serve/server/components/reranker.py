@@ -3,7 +3,9 @@
 ``score(query, docs, shadow=False)`` → FP32 scores, rank keys and truncation flags;
 ``rerank(query, docs, top_n)`` → the full ranking with tie facts; ``fp32_keys(query, docs,
 shadow=False)`` for boundary re-scoring. Each takes a request's ``instruction`` (None: the model's
-own; refused by a model that takes none, before any work). The user requests of a batch run in one compute-thread
+own; refused by a model that takes none, by the runtime's ``score_many`` before any forward pass).
+Callers are trusted: the HTTP edge checked every request (docs/ARCHITECTURE.md, "Where input is
+validated"), and the Searcher and the evaluator send texts of the index. The user requests of a batch run in one compute-thread
 call, each with its own forward plan (bitwise-stable scores); shadow work (``shadow=True``) runs
 in small chunks behind user work (:mod:`serve.server.priority`).
 """
@@ -18,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from steadyrank.retrieval.ranking import rank_async
-from steadyrank.serve.errors import InvalidInputError, check_rerank_args
+from steadyrank.serve.errors import InvalidInputError
 from steadyrank.serve.runtime.chunking import aggregate_max
 from steadyrank.serve.server.calls import Deadline, RerankOutcome, ScoreOutcome, Variant
 from steadyrank.serve.server.components.batcher import RequestBatcher
@@ -26,7 +28,6 @@ from steadyrank.serve.server.components.common import (
     Ticket,
     admitted,
     apply_batch_config,
-    check_text_list,
     model_executor,
     run_batch,
     run_in,
@@ -97,10 +98,6 @@ class Reranker:
         In FP32 the scores equal those of the user path up to FP32 rounding; below FP32 a
         document's logit may differ in its last bits, as it does between user batches.
         """
-        if not isinstance(query, str):
-            raise InvalidInputError("query must be a string")
-        documents = check_text_list(documents, "documents")
-        self.scorer.check_instruction(instruction)
         if not documents:
             return ScoreOutcome.joined([])
         if shadow:
@@ -114,7 +111,6 @@ class Reranker:
                         instruction: str | None = None) -> np.ndarray:
         """Rank keys of ``documents`` from an FP32 forward pass (boundary re-scoring); ``shadow`` as
         in :meth:`score` (one chunk: a tie group is small)."""
-        documents = check_text_list(documents, "documents")
         if shadow:
             return await self._shadow_turn(self._fp32_keys, query, documents, instruction)
         async with self.gate.user():
@@ -140,7 +136,6 @@ class Reranker:
         and aggregated alike. The outcome is about the documents; it names each one's winning chunk.
         """
         started = time.perf_counter()
-        documents = check_rerank_args(query, check_text_list(documents, "documents"), top_n)
         counts = check_chunk_counts(chunks, len(documents))
         scored = await self.score(query, documents, deadline=deadline, instruction=instruction)
         starts = np.concatenate([[0], np.cumsum(counts[:-1])]).astype(np.int64)

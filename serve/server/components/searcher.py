@@ -14,7 +14,7 @@ from steadyrank.retrieval.ranking import Cutoff
 from steadyrank.retrieval.rewrite import LlmRewriter
 from steadyrank.retrieval.routing import Route
 from steadyrank.serve import tracing
-from steadyrank.serve.errors import EmptyInputError, InvalidInputError
+from steadyrank.serve.errors import InvalidInputError
 from steadyrank.serve.runtime.score_calibration import ServedCalibration, served_calibration
 from steadyrank.serve.server.calls import SearchCall, SearchOutcome
 from steadyrank.serve.server.components.reranker import record_cutoff, record_ties
@@ -101,19 +101,18 @@ class Searcher:
         """Search one query (:class:`~serve.server.calls.SearchCall`: ``query``, ``top_n`` (default
         ``routing.top_n``), ``mode`` (default ``search.default_mode``), ``shadow`` (evaluator
         traffic: not counted in the user metrics), ``variant``, ``route`` (override),
-        ``return_documents``). Raises :class:`InvalidInputError` for a bad request."""
+        ``return_documents``). The call is trusted: the HTTP edge checked the query and ``top_n ≤
+        limits.max_top_n``, the evaluator's golden ``quality.top_n`` is checked against that limit when
+        the settings load; a dict that is no :class:`SearchCall`, or a variant with no reranker, is an
+        :class:`InvalidInputError`."""
         started = time.perf_counter()
         try:
             call = SearchCall.model_validate(request)
         except ValidationError as exc:
             raise InvalidInputError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
-        if not call.query.strip():
-            raise EmptyInputError("query must not be empty")
         if self.rerankers[call.variant] is None:
             raise InvalidInputError(f"variant {call.variant!r} is not configured (no canary reranker)")
         top_n = call.top_n or self.policy.top_n
-        if top_n > self.settings.limits.max_top_n:
-            raise InvalidInputError(f"top_n must be ≤ {self.settings.limits.max_top_n}, got {top_n}")
         mode = call.mode or self.settings.search.default_mode
         policy = self.policy.for_top_n(top_n)
         denoise = call.denoise or self.settings.search.denoise

@@ -1,8 +1,10 @@
 """The internal rerank, embedding and search paths the routes end in: the body parsed once, under
 its list limits (:func:`~serve.server.http.dialects.schema_limits.bounded`: a list over its limit is refused at
-its (limit + 1)-th item), then the limits (counts, then sizes, before any per-document work), the
-per-document work (rendering, tokenising: off the event loop, under the request's deadline), then
-the call through the gateway under work-based admission."""
+its (limit + 1)-th item), then the limits that need the settings, each checked once (counts, then
+sizes, before any per-document work: :meth:`Scoring.rerank_texts`, :meth:`Scoring.check_embedding_texts`),
+the per-document work (rendering, tokenising: off the event loop, under the request's deadline), then
+the call through the gateway under work-based admission. The components behind the gateway trust
+these calls and check nothing again (docs/ARCHITECTURE.md, "Where input is validated")."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from steadyrank.serve.runtime.chunking import ChunkPlan, InputRoom, document_roo
 from steadyrank.serve.server.calls import Deadline, EmbedOutcome, RerankOutcome, SearchCall, SearchOutcome
 from steadyrank.serve.server.http.dialects.documents import DocumentInput, document_texts
 from steadyrank.serve.server.http.dialects.schema_limits import bounded
-from steadyrank.serve.server.http.errors import schema_error, too_many_items
+from steadyrank.serve.server.http.errors import schema_error
 from steadyrank.serve.server.http.gateway import Gateway, past_deadline
 from steadyrank.serve.server.http.services import Services, search_work
 
@@ -63,6 +65,12 @@ def check_query(limits: Any, query: str) -> None:
         raise InputTooLongError(f"query has {len(query)} characters, more than the limit of {limits.max_query_chars}")
 
 
+def check_top_n(limits: Any, top_n: int | None) -> None:
+    """A search's ``top_n`` (None: ``routing.top_n``) within ``limits.max_top_n`` (400 beyond)."""
+    if top_n is not None and top_n > limits.max_top_n:
+        raise InvalidInputError(f"top_n: must be ≤ {limits.max_top_n}, got {top_n}")
+
+
 def check_instruction(limits: Any, instruction: str | None) -> None:
     """A request's ``instruction`` (None: none asked for): not blank (400), within
     ``limits.max_instruction_chars`` (413 beyond); checked before any model work."""
@@ -75,12 +83,11 @@ def check_instruction(limits: Any, instruction: str | None) -> None:
                                 f"{limits.max_instruction_chars}")
 
 
-def check_count(items: Sequence[Any], field: str, max_items: int) -> None:
-    """Empty (400) or more than ``max_items`` (413): checked before anything is done per item."""
+def check_not_empty(items: Sequence[Any], field: str) -> None:
+    """Empty is refused (400), before anything is done per item. (More items than the limit never
+    get here: the parse refused them, :func:`~serve.server.http.dialects.schema_limits.bounded`.)"""
     if not items:
         raise EmptyInputError(f"{field} must not be empty")
-    if len(items) > max_items:
-        raise too_many_items(field, len(items), max_items)
 
 
 def check_size(limits: Any, text: str, field: str, i: int) -> None:
@@ -127,16 +134,34 @@ class Scoring:
         """A decoded body as ``model`` under this server's limits (:func:`validate`)."""
         return validate(document, self.model(model), self.values)
 
-    async def texts(self, request: Request, documents: list[DocumentInput], rank_fields: list[str] | None) -> list[str]:
+    async def rerank_texts(self, request: Request, query: str, documents: Sequence[DocumentInput], model: str | None,
+                           instruction: str | None = None, rank_fields: list[str] | None = None,
+                           field: str = "documents") -> list[str]:
+        """The one validation step of a rerank request that needs the settings (every dialect's; after
+        the parse, which refused a list over its limit): the query (400 blank, 413 over
+        ``limits.max_query_chars``), the instruction (:func:`check_instruction`), at least one document
+        (400), the model name (404), then the texts ranked (:meth:`texts`: each within
+        ``limits.max_document_chars``, 413). Each rule once, all before any per-document work;
+        :meth:`rerank` then trusts the texts."""
+        check_query(self.limits, query)
+        check_instruction(self.limits, instruction)
+        check_not_empty(documents, field)
+        self.services.names.resolve("reranker", model)
+        return await self.texts(request, documents, rank_fields, field)
+
+    async def texts(self, request: Request, documents: Sequence[DocumentInput], rank_fields: list[str] | None,
+                    field: str = "documents") -> list[str]:
         """The texts ranked for ``documents`` (Cohere objects rendered: :func:`document_texts`), each
         within ``limits.max_document_chars`` (413 at the first over it, before the rest are rendered),
         rendered on a worker thread under the request's deadline (504 beyond)."""
         if all(isinstance(d, str) for d in documents):
-            return [d for d in documents if isinstance(d, str)]
+            texts = [d for d in documents if isinstance(d, str)]
+            check_sizes(self.limits, texts, field)
+            return texts
         deadline, stated = self.gateway.deadline(request), self.gateway.timeout_s(request)
 
         def each(i: int, text: str) -> None:
-            check_size(self.limits, text, "documents", i)
+            check_size(self.limits, text, field, i)
             if deadline.expired():
                 raise past_deadline(stated)
 
@@ -147,19 +172,14 @@ class Scoring:
         the thread runs on to its end)."""
         return await self.gateway.within(request, off_loop(fn, *args))
 
-    async def rerank(self, request: Request, query: str, texts: list[str], top_n: int | None, model: str | None,
-                     field: str = "documents", instruction: str | None = None,
-                     max_chunks_per_doc: int | None = None) -> RerankOutcome:
-        """Limits, the model name, then the Reranker's ``rerank`` (with the request's ``instruction``)
-        under what is left of the request's deadline. ``top_n`` is clamped to the number of texts.
+    async def rerank(self, request: Request, query: str, texts: list[str], top_n: int | None,
+                     instruction: str | None = None, max_chunks_per_doc: int | None = None) -> RerankOutcome:
+        """The Reranker's ``rerank`` of texts :meth:`rerank_texts` checked (with the request's
+        ``instruction``) under what is left of the request's deadline. ``top_n`` is clamped to the
+        number of texts.
 
         ``max_chunks_per_doc`` (None: ``chunking.default_max_chunks_per_doc``) above 1: chunked
         reranking (:meth:`plan`); the request is admitted as its chunks, the work units they are."""
-        check_query(self.limits, query)
-        check_instruction(self.limits, instruction)
-        check_count(texts, field, self.limits.max_documents)
-        check_sizes(self.limits, texts, field)
-        self.services.names.resolve("reranker", model)
         per_doc = self.chunks_per_doc(max_chunks_per_doc)
         plan = await self.plan(request, query, texts, instruction, per_doc) if per_doc > 1 else None
         top_n = min(top_n, len(texts)) if top_n is not None else None
@@ -215,8 +235,9 @@ class Scoring:
         return await self.within(request, work)
 
     def check_embedding_texts(self, texts: list[str], single: bool, field: str) -> None:
-        """Embedding inputs: at least one, within the count limit, none blank, none too long."""
-        check_count(texts, field, self.limits.max_embedding_inputs)
+        """Embedding inputs (the parse refused a list over the count limit): at least one, none
+        blank, none too long."""
+        check_not_empty(texts, field)
         for i, text in enumerate(texts):
             if not text.strip():
                 raise EmptyInputError(f"{field} must not be empty" if single else f"{field}[{i}] must not be empty")

@@ -8,7 +8,6 @@ from fastapi.responses import Response
 from steadyrank.serve.server.http.deps import AdmittedBody, scoring_post
 from steadyrank.serve.server.http.dialects import cohere
 from steadyrank.serve.server.http.responses import JSON, errors
-from steadyrank.serve.server.http.scoring import check_count, check_instruction, check_query, check_sizes
 from steadyrank.serve.server.http.state import parts_of
 
 router = APIRouter()
@@ -20,17 +19,12 @@ async def rerank_v2(request: Request, raw: AdmittedBody) -> Response:
     """Cohere v2 rerank. Every limit is checked before ``max_tokens_per_doc`` tokenises a document;
     the tokenising runs off the event loop."""
     app = parts_of(request)
-    limits = app.services.settings.limits
     body = app.scoring.parse(raw, cohere.RerankV2Request)
-    texts, cut = list(body.documents), []
-    check_instruction(limits, body.instruction)
+    texts = await app.scoring.rerank_texts(request, body.query, body.documents, body.model, body.instruction)
+    cut: list[int] = []
     if body.max_tokens_per_doc is not None:
-        check_query(limits, body.query)
-        check_count(texts, "documents", limits.max_documents)
-        check_sizes(limits, texts, "documents")
-        app.services.names.resolve("reranker", body.model)
         # off the event loop, under the request's deadline
         texts, cut = await app.scoring.within(request, app.services.reranker_tokens.cut, texts, body.max_tokens_per_doc)
-    out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model, instruction=body.instruction,
+    out = await app.scoring.rerank(request, body.query, texts, body.top_n, instruction=body.instruction,
                                    max_chunks_per_doc=body.max_chunks_per_doc)
     return JSON({**cohere.v2_response(out, body.top_n, cut), "id": request.state.request_id})

@@ -15,8 +15,9 @@ from steadyrank.serve.server.http.state import parts_of
 
 async def rerank(request: Request, document: Any) -> Response:
     """An Infinity body, already decoded (:func:`~serve.server.http.scoring.decode`)."""
-    body = parts_of(request).scoring.validate(document, infinity.InfinityRerankRequest)
-    out = await parts_of(request).scoring.rerank(request, body.query, body.documents, body.top_n, body.model,
-                                                 max_chunks_per_doc=body.max_chunks_per_doc)
+    scoring = parts_of(request).scoring
+    body = scoring.validate(document, infinity.InfinityRerankRequest)
+    texts = await scoring.rerank_texts(request, body.query, body.documents, body.model)
+    out = await scoring.rerank(request, body.query, texts, body.top_n, max_chunks_per_doc=body.max_chunks_per_doc)
     response = infinity.rerank_response(out, body.documents, body.top_n, body.return_documents)
     return JSON({**response, "id": request.state.request_id})

@@ -9,14 +9,13 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from steadyrank.serve.errors import InvalidInputError
 from steadyrank.serve.server.calls import SearchCall
 from steadyrank.serve.server.http import schemas
 from steadyrank.serve.server.http.deps import AdmittedBody, Role, authorised, endpoint, scoring_post
 from steadyrank.serve.server.http.dialects import embeddings as embedding_dialect
 from steadyrank.serve.server.http.live_samples import rerank_sample, search_sample
 from steadyrank.serve.server.http.responses import JSON, errors, ignored_fields_header
-from steadyrank.serve.server.http.scoring import check_count, check_instruction, check_query
+from steadyrank.serve.server.http.scoring import check_query, check_top_n
 from steadyrank.serve.server.http.state import parts_of
 
 router = APIRouter()
@@ -27,15 +26,11 @@ router = APIRouter()
 async def rerank(request: Request, raw: AdmittedBody) -> Response:
     """Cohere/Jina-shaped rerank. Results by score descending, ties by input index."""
     app = parts_of(request)
-    limits = app.services.settings.limits
     body = app.scoring.parse(raw, schemas.RerankRequest)
-    # every limit that needs no rendering before object documents are rendered
-    check_query(limits, body.query)
-    check_instruction(limits, body.instruction)
-    check_count(body.documents, "documents", limits.max_documents)
-    app.services.names.resolve("reranker", body.model)
-    texts = await app.scoring.texts(request, body.documents, body.rank_fields)
-    out = await app.scoring.rerank(request, body.query, texts, body.top_n, body.model, instruction=body.instruction,
+    # every limit that needs no rendering is checked before object documents are rendered
+    texts = await app.scoring.rerank_texts(request, body.query, body.documents, body.model, body.instruction,
+                                           body.rank_fields)
+    out = await app.scoring.rerank(request, body.query, texts, body.top_n, instruction=body.instruction,
                                    max_chunks_per_doc=body.max_chunks_per_doc)
     ignored = body.ignored_fields()
     response = schemas.RerankResponse.build(out, body.documents, body.top_n, bool(body.return_documents),
@@ -60,8 +55,7 @@ async def search(request: Request, raw: AdmittedBody, role: Annotated[Role, Depe
     limits = app.services.settings.limits
     body = app.scoring.parse(raw, schemas.SearchRequest)
     check_query(limits, body.query)
-    if body.top_n is not None and body.top_n > limits.max_top_n:
-        raise InvalidInputError(f"top_n: must be ≤ {limits.max_top_n}, got {body.top_n}")
+    check_top_n(limits, body.top_n)
     if evaluator is not None and routing.stale():
         app.gateway.detach(routing.refresh(evaluator), "segment routes")
     variant, rerank = routing.route(segment)

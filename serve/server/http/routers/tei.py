@@ -36,8 +36,8 @@ async def rerank(request: Request, raw: AdmittedBody) -> Response:
     app = parts_of(request)
     body = app.scoring.validate(document, tei.TeiRerankRequest)
     tei.check_direction(body.truncation_direction, app.services.settings.reranker_model.truncation_side)
-    out = await app.scoring.rerank(request, body.query, body.texts, None, None, field="texts",
-                                   max_chunks_per_doc=body.max_chunks_per_doc)
+    texts = await app.scoring.rerank_texts(request, body.query, body.texts, None, field="texts")
+    out = await app.scoring.rerank(request, body.query, texts, None, max_chunks_per_doc=body.max_chunks_per_doc)
     max_length = (await app.gateway.model_facts("reranker"))["max_length"]
     tei.check_untruncated(body.truncate, out.truncated, "texts", max_length)
     return JSON(tei.rerank_response(out, body.texts, body.return_text))
