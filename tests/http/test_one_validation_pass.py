@@ -1,8 +1,9 @@
 """One validation pass: every rule of a request is checked once, at the HTTP edge (the real app in
 process, stand-in components as in conftest). Each rule function of the edge step
 (:mod:`serve.server.http.scoring`) and the served-name lookup is wrapped in a counter, and one request
-of every rerank dialect (and one search) is sent: each rule must run once (a size once per
-document), however many layers the request passes through."""
+of every rerank dialect, one search and one embedding request of each dialect is sent: each rule
+must run once (a size once per document), however many layers the request passes through. (The
+components' side, with a real model: tests/runtime/test_one_validation_pass.py.)"""
 
 from __future__ import annotations
 
@@ -99,3 +100,16 @@ async def test_a_search_over_max_top_n_is_refused_at_the_edge(served) -> None:
         r = await c.post("/v1/search", json={"query": "q", "top_n": 101})  # limits.max_top_n: 100
     assert r.status_code == 400 and r.json()["error"]["message"] == "top_n: must be ≤ 100, got 101"
     assert served.searcher.behaviour.calls == [], "the searcher got a call the edge refuses"
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/v1/embeddings", {"input": ["a", "b", "c"], "instruction": "find it", "input_type": "search_query"}),
+    ("/embed", {"inputs": ["a", "b", "c"]}),  # TEI
+])
+async def test_each_rule_of_an_embedding_request_is_checked_once(served, monkeypatch, path: str, body: dict) -> None:
+    calls = _counted(monkeypatch)
+    async with served.client() as c:
+        r = await c.post(path, json=body)
+    assert r.status_code == 200, r.text
+    expected = {"check_not_empty": 1, "check_size": 3, "check_instruction": 1}
+    assert calls == ({**expected, "resolve embedder": 1} if path == "/v1/embeddings" else expected), calls
