@@ -2,7 +2,8 @@
 a body's JSON values are counted before it is parsed, a list over its limit is refused by the parser
 at its first item over (before its items are validated), a schema error lists a few errors and
 echoes no input, ``/rerank`` parses its body once, and rendering Cohere objects is bounded by
-``limits.max_rank_fields`` and charged to the request's deadline. The costs themselves are measured
+``limits.max_rank_fields`` and charged to the request's deadline, and every rerank dialect checks
+its texts' sizes before it tokenises any (issue 40's one edge step). The costs themselves are measured
 by the resource-budget suite (tests/budget)."""
 
 from __future__ import annotations
@@ -172,3 +173,25 @@ def test_max_body_values_must_hold_the_largest_request_the_count_limits_allow() 
     with pytest.raises(SettingsError, match="max_body_values"):
         load_settings({"limits": {"max_documents": 30_000}})
     assert load_settings({"limits": {"max_documents": 30_000, "max_body_values": 40_000}}).limits.max_body_values == 40_000
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/v1/rerank", {"query": "q", "documents": ["a", "x" * 201], "max_chunks_per_doc": 4}),
+    ("/v2/rerank", {"query": "q", "documents": ["a", "x" * 201], "max_chunks_per_doc": 4, "max_tokens_per_doc": 2}),
+    ("/rerank", {"query": "q", "texts": ["a", "x" * 201], "max_chunks_per_doc": 4}),
+    ("/rerank", {"query": "q", "documents": ["a", "x" * 201], "max_chunks_per_doc": 4}),
+])
+async def test_every_rerank_dialect_checks_sizes_before_any_tokenising(served, monkeypatch, path: str,
+                                                                        body: dict) -> None:
+    """The one edge step (``Scoring.rerank_texts``) runs before chunk planning and ``max_tokens_per_doc``
+    cutting, the per-document work that tokenises: a document over ``max_document_chars`` (conftest:
+    200) is refused (413) with no text tokenised and no model call."""
+    import steadyrank.serve.server.http.scoring as scoring
+
+    tokenised = []
+    monkeypatch.setattr(scoring, "plan_chunks", lambda *a, **k: tokenised.append("plan"))
+    monkeypatch.setattr(type(served.services.reranker_tokens), "cut", lambda *a, **k: tokenised.append("cut"))
+    async with served.client() as c:
+        r = await c.post(path, json=body)
+    assert r.status_code == 413 and "[1] has 201 characters" in r.text, r.text
+    assert tokenised == [] and served.reranker.behaviour.calls == []
