@@ -9,7 +9,8 @@ scaled to Q. Peak memory is the tracemalloc peak during steadyrank's array pass 
 its input arrays. The floor is one numpy ``argpartition`` of the score matrix at the largest cutoff
 (the least any top-K evaluation must do); it and steadyrank's array pass run interleaved
 ``--rounds`` times in the same process, and the medians and their ratio are reported (the box is
-shared: a ratio within one process is what compares). Run:
+shared: a ratio within one process is what compares; the CPU flags and numpy version that decide
+which SIMD kernels run are recorded). Run:
 ``python benchmarks/bench_metrics.py [--queries 10000 --candidates 1000] [--rounds 15]``.
 """
 
@@ -25,6 +26,7 @@ import numpy as np
 from _report import emit, timed, write_json  # benchmarks/ is on sys.path when run as a script
 
 from steadyrank.metrics import evaluate, evaluate_arrays
+from steadyrank.serve.runtime.precision import cpu_flags
 
 MEASURES = ["ndcg@10", "mrr@10", "map@10", "recall@10"]
 
@@ -139,6 +141,7 @@ def main() -> None:
                    "trm_reference/steadyrank_arrays": ref_scaled / arrays_s,
                    "steadyrank_dicts/pytrec_eval": dicts_s / pytrec_s},
         "argpartition_floor": floor,
+        "environment": {"numpy": np.__version__, "cpu_flags": sorted(cpu_flags())},
         "peak_memory_over_input": peak / input_bytes,
         "max_abs_diff_expected_vs_trm_reference": float(agreement),
         "summary": {m: {k: result.summary[m][k] for k in ("expected", "min", "max", "range", "oblivious", "bias")}

@@ -90,12 +90,16 @@ class CompactBatch:
         )
 
 
-def all_finite(scores: np.ndarray) -> bool:
-    """Whether every score is finite: one sum (NaN and ±inf propagate), the exact check only if it is not."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        if np.isfinite(scores.sum()):
-            return True
-    return bool(np.isfinite(scores).all())  # the sum may also overflow on finite scores
+def all_finite(scores: np.ndarray, top_scores: np.ndarray) -> bool:
+    """Whether every score of ``scores`` (Q, W) is finite, given each row's top scores (Q, K ≥ 1) from
+    ``argpartition``.
+
+    numpy's partition orders NaN above +inf above every finite value, so a row holding NaN or +inf
+    has one among its top K, and NaN and -inf propagate to the minimum: one vectorised ``min`` (no
+    overflow, cheaper than a sum) and a check of the top K decide it exactly.
+    """
+    with np.errstate(invalid="ignore"):
+        return scores.size == 0 or (bool(np.isfinite(scores.min())) and bool(np.isfinite(top_scores).all()))
 
 
 def _flat_nonzero(array: np.ndarray) -> np.ndarray:
@@ -186,8 +190,6 @@ def _scan(batch: Batch, kmax: int) -> _Scan:
     for begin in range(0, max(n_rows, 1), SCAN_ROWS):
         end = min(begin + SCAN_ROWS, n_rows)
         scores = batch.scores[begin:end]
-        if batch.require_finite and not all_finite(scores):
-            raise ValueError("scores must be finite (NaN or inf found)")
         if kmax < width:
             block = np.argpartition(scores, width - kmax, axis=1)[:, width - kmax :]
         else:
@@ -195,6 +197,8 @@ def _scan(batch: Batch, kmax: int) -> _Scan:
         flat = flat_indices(scores, block)
         top[begin:end] = block
         top_scores[begin:end] = np.take(scores, flat)
+        if batch.require_finite and not all_finite(scores, top_scores[begin:end]):
+            raise ValueError("scores must be finite (NaN or inf found)")
         top_items.append(_take_items(batch, begin, end, flat, top_scores[begin:end]))
         local = _special_flat(batch, begin, end)
         found_scores = np.take(scores, local)
@@ -227,6 +231,12 @@ def _rank_permutation(cols: np.ndarray, scores: np.ndarray) -> np.ndarray:
         return keys & (_POSITION_LIMIT - 1)
     by_column = np.argsort(np.where(cols < 0, np.iinfo(np.int64).max, cols), axis=1, kind="stable")
     return gather(by_column, np.argsort(-gather(scores, by_column), axis=1, kind="stable"))
+
+
+def _permuter(like: np.ndarray, order: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """``gather(·, order)`` for arrays shaped like ``like`` (Q, N), its flat indices computed once."""
+    flat = flat_indices(like, order)
+    return lambda values: np.take(values, flat)
 
 
 def _boundary_groups(batch: Batch, scan: _Scan, kmax: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -322,8 +332,8 @@ def compact_batch(batch: Batch, kmax: int) -> CompactBatch:
     rows = scan.special_flat // width
     # every row: its top K in rank order (score descending, ties in input order: the ``input`` tie-break)
     order = _rank_permutation(scan.top, scan.top_scores)
-    ranking_cols, ranked_scores = gather(scan.top, order), gather(scan.top_scores, order)
-    ranking = _map_items(scan.top_items, lambda a: gather(a, order))
+    ranked = _permuter(scan.top, order)
+    ranking_cols, ranked_scores, ranking = ranked(scan.top), ranked(scan.top_scores), _map_items(scan.top_items, ranked)
     if ranking_cols.shape[1] < kmax:
         ranking = _pad_items(batch, ranking, kmax)
         extra = ((0, 0), (0, kmax - ranking_cols.shape[1]))
@@ -338,9 +348,10 @@ def compact_batch(batch: Batch, kmax: int) -> CompactBatch:
         ranking = _pad_items(batch, ranking, group_width)
         ranking_cols = np.pad(ranking_cols, ((0, 0), (0, group_width - kmax)), constant_values=-1)
         ranked_scores = np.pad(ranked_scores, ((0, 0), (0, group_width - kmax)), constant_values=-np.inf)
-        ranking_cols[boundary_rows] = gather(boundary_cols, by_rank)
-        ranked_scores[boundary_rows] = gather(boundary_scores, by_rank)
-        for mine, theirs in zip(_arrays(ranking), _arrays(_map_items(boundary_items, lambda a: gather(a, by_rank))),
+        group_ranked = _permuter(boundary_cols, by_rank)
+        ranking_cols[boundary_rows] = group_ranked(boundary_cols)
+        ranked_scores[boundary_rows] = group_ranked(boundary_scores)
+        for mine, theirs in zip(_arrays(ranking), _arrays(_map_items(boundary_items, group_ranked)),
                                 strict=True):
             mine[boundary_rows] = theirs
     docid_rank = None

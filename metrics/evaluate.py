@@ -244,7 +244,7 @@ def evaluate_arrays(
     if grades.shape != scores.shape or judged.shape[0] != n_queries:
         raise ValueError(f"shape mismatch: scores {scores.shape}, grades {grades.shape}, judged {judged.shape}")
     lengths = np.full(n_queries, width) if lengths is None else np.asarray(lengths)
-    ids = [str(i) for i in range(n_queries)] if query_ids is None else list(query_ids)
+    ids = list(map(str, range(n_queries))) if query_ids is None else list(query_ids)
     if gmax is None:
         gmax = float(np.nanmax(judged, initial=0.0))
 

@@ -47,9 +47,10 @@ def expected_reciprocal_rank(layout: Layout, relevant: ItemValue) -> np.ndarray:
     n_queries: int = layout.group_start.shape[0]
     kmax = layout.kmax
     if layout.singleton:  # RR of a fixed order: 1/r at the first relevant rank r, from there on
-        hit = (layout.values(relevant) > 0).astype(np.float64)
-        first = hit * (running_sum(hit) == 1)  # the first relevant rank, as an indicator
-        return running_sum(first / np.arange(1, kmax + 1)[None, :])
+        hit = layout.values(relevant) > 0
+        first = np.argmax(hit, axis=1)[:, None]  # the first relevant position (0 where there is none)
+        reciprocal = np.where(np.any(hit, axis=1)[:, None], 1.0 / (first + 1), 0.0)
+        return np.where(np.arange(kmax)[None, :] >= first, reciprocal, 0.0)
     group_relevant = layout.group_sums(relevant)
     has_relevant = group_relevant > 0
     found: npt.NDArray[np.bool_] = np.any(has_relevant, axis=1)

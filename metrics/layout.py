@@ -50,8 +50,9 @@ class Layout:
     @classmethod
     def fixed(cls, grid: ItemGrid, ranked: np.ndarray | None, kmax: int) -> Layout:
         """A fixed order of the first ``kmax`` columns of ``ranked`` (or of the grid): singleton groups."""
-        positions = np.broadcast_to(np.arange(kmax), (grid.n_rows, kmax))
-        return cls(grid, None if ranked is None else ranked[:, :kmax], positions, positions + 1, kmax, singleton=True)
+        shape = (grid.n_rows, kmax)
+        starts, ends = np.broadcast_to(np.arange(kmax), shape), np.broadcast_to(np.arange(1, kmax + 1), shape)
+        return cls(grid, None if ranked is None else ranked[:, :kmax], starts, ends, kmax, singleton=True)
 
     @classmethod
     def tied(cls, grid: ItemGrid, ranked: np.ndarray | None, sorted_scores: np.ndarray, kmax: int) -> Layout:

@@ -144,7 +144,7 @@ def ideal_dcg(items: ItemContext, exponential: bool, kmax: int) -> np.ndarray:
     """IDCG@k for k = 1..K from every judged grade of the query (gain g or 2^g − 1): (Q, K)."""
 
     def compute() -> np.ndarray:
-        judged = np.nan_to_num(np.maximum(items.judged, 0), nan=0.0)
+        judged = np.fmax(items.judged, 0.0)  # NaN pads give 0
         gains = 2.0**judged - 1 if exponential else judged
         best = np.zeros((gains.shape[0], kmax))
         if gains.shape[1]:

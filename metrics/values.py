@@ -10,6 +10,7 @@ Invalid items (pads) have value 0 in every metric: the grid zeroes them after th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -37,12 +38,20 @@ def running_sum(values: np.ndarray) -> np.ndarray:
     return np.asarray(values, dtype=np.float64) @ triangle
 
 
+@functools.lru_cache(maxsize=32)
+def _row_starts(n_rows: int, width: int) -> np.ndarray:
+    """Flat index of the first entry of each row of a (n_rows, width) array: (n_rows, 1), read-only."""
+    starts = (np.arange(n_rows) * width)[:, None]
+    starts.flags.writeable = False
+    return starts
+
+
 def flat_indices(array: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """Flat indices of ``array[q, cols[q, j]]`` into a (Q, W) array, for ``np.take``."""
     n_rows: int
     width: int
     n_rows, width = array.shape
-    return cols + (np.arange(n_rows) * width)[:, None]
+    return cols + _row_starts(n_rows, width)
 
 
 def gather(array: np.ndarray, cols: np.ndarray) -> np.ndarray:
