@@ -99,3 +99,21 @@ def test_bf16_native_embeddings_tie_where_hps_does_not() -> None:
     assert len(native.tie_groups) > 0
     assert np.unique(hps.scores).size > np.unique(native.scores).size
     assert np.array_equal(native.scores, torch.from_numpy(native.scores).bfloat16().float().numpy())
+
+
+def test_cross_encoder_runs_sdpa_attention_with_eager_attention_scores(cross_encoder_1: Path) -> None:
+    """The runtime's encoders run transformers' SDPA attention (``benchmarks/bench_engine.py``: on a
+    BERT-base cross-encoder with 300–500-token passages the eager attention was slower; see
+    benchmarks/README.md), and SDPA's FP32 scores are eager attention's (one pair at a time:
+    no padding) within rounding, with padded batches of several lengths."""
+    from steadyrank.serve.runtime.scorer import PairScorer
+    from steadyrank.serve.runtime.transformers_backend import TransformersBackend, model_config
+
+    scorer = load_scorer(ModelSettings(path=str(cross_encoder_1), precision="fp32", max_padding=1.0))
+    assert isinstance(scorer, PairScorer) and isinstance(scorer.backend, TransformersBackend)
+    assert model_config(scorer.backend.model)._attn_implementation == "sdpa"
+    tok = AutoTokenizer.from_pretrained(str(cross_encoder_1))
+    eager = AutoModelForSequenceClassification.from_pretrained(str(cross_encoder_1), attn_implementation="eager").eval()
+    with torch.no_grad():
+        logits = torch.cat([eager(**tok([QUERY], [d], return_tensors="pt")).logits for d in DOCS])
+    np.testing.assert_allclose(scorer.score_pairs([(QUERY, d) for d in DOCS])[1], logits.numpy(), atol=1e-5)
