@@ -21,8 +21,8 @@ may be shared: every pass runs every variant, in a rotating order):
   the load-independent cost on a shared machine), ms per forward batch, and the padding
   share ``padded tokens / real tokens − 1`` of the runtime's batch plan;
 - levers at ``--lever-precision`` on long passages, each against the runtime's current setting:
-  ``padding`` (``max_padding`` 1.0: one batch padded to its longest row, against the runtime's
-  length buckets), ``attention`` (transformers' ``sdpa`` against ``eager``; both run un-traced so
+  ``padding`` (``max_padding`` 1.0: one batch padded to its longest row, 0.25 and 0.1, against the runtime's
+  bound, its device's default: length buckets of 0.1 on a CPU, 1.0 on a GPU), ``attention`` (transformers' ``sdpa`` against ``eager``; both run un-traced so
   that only the attention differs, beside the runtime's traced forward), ``threads`` (forward lanes ×
   torch threads per lane; CPU only); each variant's ratio to the runtime's, its run-to-run spread
   ``(max − min) / median``, and whether its rank keys equal the runtime's bit for bit;
@@ -170,7 +170,8 @@ def plan_facts(scorer: Any, requests: Sequence[Request]) -> dict[str, float]:
     for q, docs in requests:
         lengths = [len(ids) for ids in encode_pairs(backend.tokenizer, [(q, d) for d in docs],
                                                     backend.max_length, "truncate").input_ids]
-        plan = plan_batches(lengths, settings.batch_tokens, settings.batch_size, settings.max_padding)
+        plan = plan_batches(lengths, settings.batch_tokens, settings.batch_size,
+                            settings.padding_bound(backend.device.type))
         batches += len(plan)
         real += sum(lengths)
         padded += sum(len(rows) * max(lengths[i] for i in rows) for rows in plan)
@@ -202,7 +203,7 @@ def compare(variants: Sequence[Variant], requests: Sequence[Request], repeats: i
         facts = plan_facts(v.scorer, requests)
         deltas = [float(np.max(np.abs(a - b))) for a, b in zip(keys[v.name], keys[base], strict=True)]
         rows.append({
-            "variant": v.name, "lanes": list(v.lanes), "max_padding": v.scorer.settings.max_padding,
+            "variant": v.name, "lanes": list(v.lanes), "max_padding": v.scorer.settings.padding_bound(v.scorer.backend.device.type),
             "attention": _attention(v.scorer), "traced": bool(getattr(v.scorer.backend, "traced", False)),
             "seconds": [round(t, 4) for t in times[v.name]], "median_s": round(median, 4),
             "docs_per_s": round(docs / median, 3), "ms_per_batch": round(1000 * median / facts["batches"], 2),
@@ -346,8 +347,8 @@ def main() -> None:
     lp = args.lever_precision
     runtime = Variant("runtime", scorers[lp] if lp in scorers else load(lp), runtime_lanes)
     lever_variants: dict[str, Callable[[], list[Variant]]] = {
-        "padding": lambda: [runtime, Variant("max_padding 1.0", load(lp, max_padding=1.0), runtime_lanes),
-                            Variant("max_padding 0.25", load(lp, max_padding=0.25), runtime_lanes)],
+        "padding": lambda: [runtime] + [Variant(f"max_padding {bound:g}", load(lp, max_padding=bound), runtime_lanes)
+                                        for bound in (1.0, 0.25, 0.1)],
         "attention": lambda: _attention_variants(runtime, load(lp, torchscript=False), load(lp, torchscript=False)),
         "threads": lambda: [runtime] + [Variant(f"{n} lanes x {threads // n}", runtime.scorer, (n, threads // n))
                                         for n in sorted({1, 2, threads} - {lanes}) if threads % n == 0],

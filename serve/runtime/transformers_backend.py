@@ -204,7 +204,7 @@ class TransformersBackend:
             forward=forward,
             batch_tokens=self.settings.batch_tokens,
             batch_size=self.settings.batch_size,
-            max_padding=self.settings.max_padding,
+            max_padding=self.settings.padding_bound(self.device.type),
             pad_id=self.pad_id,
             padding_side="left" if left else "right",
             device=self.device,

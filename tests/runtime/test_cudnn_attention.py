@@ -89,4 +89,6 @@ def test_backend_forwards_on_cuda_run_without_cudnn(cudnn_sdp: None, monkeypatch
 class _Settings:
     batch_tokens = 64
     batch_size = 1
-    max_padding = 1.0
+
+    def padding_bound(self, device_type: str) -> float:
+        return 1.0

@@ -117,3 +117,25 @@ def test_cross_encoder_runs_sdpa_attention_with_eager_attention_scores(cross_enc
     with torch.no_grad():
         logits = torch.cat([eager(**tok([QUERY], [d], return_tensors="pt")).logits for d in DOCS])
     np.testing.assert_allclose(scorer.score_pairs([(QUERY, d) for d in DOCS])[1], logits.numpy(), atol=1e-5)
+
+
+def test_the_padding_bound_follows_the_device_unless_set(cross_encoder_1: Path, monkeypatch) -> None:
+    """``max_padding: null`` is 0.1 on a CPU and 1.0 on a GPU (one padded batch: an H100 forward of 20
+    long passages is launch-bound); a value the user sets wins on both; the CPU backend hands the
+    bound to the batch planner."""
+    from steadyrank.serve.runtime import transformers_backend
+    from steadyrank.serve.runtime.settings import CPU_MAX_PADDING, GPU_MAX_PADDING
+
+    assert (ModelSettings().padding_bound("cpu"), ModelSettings().padding_bound("cuda")) == (CPU_MAX_PADDING, GPU_MAX_PADDING)
+    assert (CPU_MAX_PADDING, GPU_MAX_PADDING) == (0.1, 1.0)
+    assert {ModelSettings(max_padding=0.5).padding_bound(d) for d in ("cpu", "cuda")} == {0.5}
+    seen: list[float] = []
+    planned = transformers_backend.run_batched_many
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["max_padding"])
+        return planned(*args, **kwargs)
+
+    monkeypatch.setattr(transformers_backend, "run_batched_many", spy)
+    load_scorer(ModelSettings(path=str(cross_encoder_1), precision="fp32", torchscript=False)).score_pairs([(QUERY, DOCS[0])])
+    assert seen and set(seen) == {CPU_MAX_PADDING}
