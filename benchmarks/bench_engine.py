@@ -21,8 +21,9 @@ may be shared: every pass runs every variant, in a rotating order):
   the load-independent cost on a shared machine), ms per forward batch, and the padding
   share ``padded tokens / real tokens − 1`` of the runtime's batch plan;
 - levers at ``--lever-precision`` on long passages, each against the runtime's current setting:
-  ``padding`` (``max_padding`` 1.0: one batch padded to its longest row, 0.25 and 0.1, against the runtime's
-  bound, its device's default: length buckets of 0.1 on a CPU, 1.0 on a GPU), ``attention`` (transformers' ``sdpa`` against ``eager``; both run un-traced so
+  ``padding`` (``max_padding`` 1.0: one batch padded to its longest row, 0.25 and 0.1, against
+  the runtime's bound, its device's default: length buckets of 0.1 on a CPU, 1.0 on a GPU),
+  ``attention`` (transformers' ``sdpa`` against ``eager``; both run un-traced so
   that only the attention differs, beside the runtime's traced forward), ``threads`` (forward lanes ×
   torch threads per lane; CPU only); each variant's ratio to the runtime's, its run-to-run spread
   ``(max − min) / median``, and whether its rank keys equal the runtime's bit for bit;

@@ -75,6 +75,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._cross_encoders import build_base_cross_encoder, save_model_folder  # noqa: E402
 from benchmarks._load import TreeSampler, closed_loop, free_port  # noqa: E402
 from benchmarks._report import emit, write_json  # noqa: E402
 
@@ -141,41 +142,28 @@ def long_passages(data: Path, tokenizer_dir: Path, min_tokens: int = 300, max_to
 
 
 #: cross-encoder bodies: "minilm" = the bundled all-MiniLM-L6-v2 (6 layers, 384 hidden, 22 M parameters);
-#: "base" = a BERT-base shape (12 layers, 768 hidden, 12 heads, 3,072 intermediate, 110 M: the compute
-#: of bge-reranker-base or gte-reranker-base), randomly initialised with the bundled tokenizer
+#: "base" = a BERT-base shape with seeded random weights (:func:`benchmarks._cross_encoders.build_base_cross_encoder`)
 CROSS_ENCODER_SIZES = ("minilm", "base")
-BASE_SHAPE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
-              "max_position_embeddings": 512}
 
 
 def build_cross_encoder(cache_dir: Path, size: str = "minilm", seed: int = 0) -> Path:
     """A cross-encoder with a seeded (``torch.manual_seed``) 1-logit head, a
-    ``BertForSequenceClassification`` saved under ``cache_dir`` once (atomically: a temporary folder
-    renamed into place): the bundled MiniLM body (``size`` "minilm") or a seeded random BERT-base
-    body (``size`` "base", :data:`BASE_SHAPE`), both with the bundled tokenizer."""
-    body = "minilm-l6" if size == "minilm" else "bert-base-random"
-    target = cache_dir / f"{body}-cross-encoder-seed{seed}"
+    ``BertForSequenceClassification`` saved under ``cache_dir`` once: the bundled MiniLM body
+    (``size`` "minilm") or a seeded random BERT-base body (``size`` "base"), both with the bundled tokenizer."""
+    if size == "base":
+        return build_base_cross_encoder(cache_dir, seed)
+    target = cache_dir / f"minilm-l6-cross-encoder-seed{seed}"
     if (target / "config.json").is_file():
         return target
     import torch
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+    from transformers import AutoTokenizer, BertForSequenceClassification
 
     from steadyrank.serve.runtime import bundled_embedder_path
 
     source = str(bundled_embedder_path())
     torch.manual_seed(seed)
-    if size == "minilm":
-        model = BertForSequenceClassification.from_pretrained(source, num_labels=1, local_files_only=True)
-    else:
-        vocab = BertConfig.from_pretrained(source, local_files_only=True).vocab_size
-        model = BertForSequenceClassification(BertConfig(vocab_size=vocab, num_labels=1, **BASE_SHAPE))
-    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    temporary = Path(tempfile.mkdtemp(prefix=".cross-encoder-", dir=cache_dir))
-    model.eval().save_pretrained(temporary)
-    tokenizer.save_pretrained(temporary)
-    temporary.rename(target)
-    return target
+    model = BertForSequenceClassification.from_pretrained(source, num_labels=1, local_files_only=True).eval()
+    return save_model_folder(model, AutoTokenizer.from_pretrained(source, local_files_only=True), target)
 
 
 # ---------------------------------------------------------------------------------------------
