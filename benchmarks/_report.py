@@ -54,6 +54,18 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+#: the CPU flags that decide which precision is fastest (BF16, int8 and FP32 vector units)
+VECTOR_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def _vector_flags() -> list[str]:
+    """Which of :data:`VECTOR_FLAGS` this CPU has (``/proc/cpuinfo``)."""
+    from steadyrank.serve.runtime.precision import cpu_flags
+
+    have = cpu_flags()
+    return [flag for flag in VECTOR_FLAGS if flag in have]
+
+
 def _memory_gib() -> float | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -93,6 +105,7 @@ def provenance() -> dict[str, Any]:
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": {
             "cpu": _cpu_model(),
+            "cpu_flags": _vector_flags(),
             "logical_cpus": os.cpu_count(),
             "memory_gib": _memory_gib(),
             "gpus": _gpus(),
