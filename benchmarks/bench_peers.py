@@ -514,6 +514,9 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="also write the JSON here")
     parser.add_argument("--json", action="store_true", help="table to stderr, only JSON on stdout")
     args = parser.parse_args()
+    # SIGTERM (a `timeout`, a CI cancel) unwinds like Ctrl-C, so the server being measured is stopped
+    # (Running.stop in run_peer's finally) instead of outliving this process in its own session
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if not Path(args.infinity_bin).is_file():
         raise SystemExit(f"--infinity-bin {args.infinity_bin}: no such file (see --help for how to install Infinity)")
     wanted = {r.strip() for r in args.rows.split(",")} if args.rows != "all" else {r[0] for r in ROWS}
