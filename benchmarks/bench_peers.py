@@ -262,11 +262,13 @@ def infinity_optimum_peer(binary: str, cross: Path, port: int, threads: int, bat
 
 
 def steadyrank_peer(name: str, cross: Path, embedder: Path, port: int, threads: int, workdir: Path,
-                    precision: str) -> Peer:
+                    precision: str, cache: Path) -> Peer:
     """``steadyrank``: the default settings; ``steadyrank-proxy``: the same with ``server.ingress: proxy``
-    (Ray Serve's Python proxy in front instead of HAProxy), for an A/B of the HTTP front in one run."""
+    (Ray Serve's Python proxy in front instead of HAProxy), for an A/B of the HTTP front in one run.
+    ``cache``: its ``cache_dir``, kept across runs, so the embedded index and ``precision: auto``'s
+    measurement (made once per model and CPU) are a restart's, not a first start's."""
     settings: dict[str, Any] = {
-        "cache_dir": str(workdir / "cache"),
+        "cache_dir": str(cache),
         "embedder": {"path": str(embedder), "precision": precision},
         "reranker": {"path": str(cross), "precision": precision},
         "quality": {"enabled": False},
@@ -554,7 +556,8 @@ def main() -> None:
             elif name == "infinity-optimum":
                 peer = infinity_optimum_peer(args.infinity_bin, cross, port, args.threads, args.batch_size)
             else:
-                peer = steadyrank_peer(name, cross, embedder, port, args.threads, workdir, args.precision)
+                peer = steadyrank_peer(name, cross, embedder, port, args.threads, workdir, args.precision,
+                                       args.cache_dir / "steadyrank-cache")
             peers[name] = run_peer(peer, port, queries, passages, args, rows, workdir)
         except RuntimeError as exc:  # a server that did not start: keep the other's results
             log(f"{name}: {exc}")
