@@ -56,9 +56,11 @@ class Window:
             return self.stopped_at is not None
 
     def bounds(self) -> tuple[float, float]:
-        """(start, end) of the measured window (the whole run when it never filled)."""
+        """(start, end) of the measured window (the whole run when it never filled before it stopped:
+        completions that arrive while the stopped loop drains do not fill it afterwards)."""
         end = self.stopped_at or time.perf_counter()
-        return self._window_start() or self.begin, end
+        start = self._window_start()
+        return (start if start is not None and start < end else self.begin), end
 
     def summary(self) -> dict[str, float]:
         start, end = self.bounds()
