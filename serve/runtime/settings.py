@@ -38,8 +38,8 @@ def bundled_embedder_path() -> Path:
 
 #: the default bound on padding per device (``max_padding: null``). On 2 CPU cores length buckets
 #: (0.1) measured 47–49 against 35 pairs/s for one padded batch (see :mod:`serve.runtime.batching`);
-#: on an H100 one padded batch (1.0) scored 20 passages of 300–500 tokens 1.27× faster than 0.1
-#: (BERT-base, BF16) and MiniLM 1.13× (``benchmarks/results/engine_shapes_cuda*.json``)
+#: on an H100 one padded batch (1.0) scored 20 passages of 300–500 tokens 1.27–1.39× faster than 0.1
+#: (BERT-base, BF16; two runs) and MiniLM 1.13–1.20× (``benchmarks/results/engine_shapes_cuda*.json``)
 CPU_MAX_PADDING = 0.1
 GPU_MAX_PADDING = 1.0
 
