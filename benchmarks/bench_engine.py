@@ -23,6 +23,7 @@ may be shared: every pass runs every variant, in a rotating order):
 - levers at ``--lever-precision`` on long passages, each against the runtime's current setting:
   ``padding`` (``max_padding`` 1.0: one batch padded to its longest row, 0.25 and 0.1, against
   the runtime's bound, its device's default: length buckets of 0.1 on a CPU, 1.0 on a GPU),
+  ``parts`` (``batch_parts`` 1 against the runtime's: a call planned in equal shares, one per lane),
   ``attention`` (transformers' ``sdpa`` against ``eager``; both run un-traced so
   that only the attention differs, beside the runtime's traced forward), ``threads`` (forward lanes ×
   torch threads per lane; CPU only); each variant's ratio to the runtime's, its run-to-run spread
@@ -290,7 +291,8 @@ def main() -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--precisions", default=None, help="comma list (default: cpu fp32,bf16,int8; cuda fp32,bf16,fp16)")
     parser.add_argument("--shapes", default="short,long", help="passage shapes: short (60–120 words), long (300–500 tokens)")
-    parser.add_argument("--levers", default=None, help="comma list of padding,attention,threads (default: all; cuda: no threads)")
+    parser.add_argument("--levers", default=None, help="comma list of padding,parts,attention,threads (default: all; cuda: no "
+                        "threads)")
     parser.add_argument("--lever-precision", default="bf16")
     parser.add_argument("--no-profile", action="store_true", help="skip the torch.profiler breakdown")
     parser.add_argument("--queries", type=int, default=2, help="requests per measured pass")
@@ -318,7 +320,7 @@ def main() -> None:
     runtime_lanes = (lanes, max(1, threads // lanes))
     precisions = (args.precisions or ("fp32,bf16,int8" if args.device == "cpu" else "fp32,bf16,fp16")).split(",")
     shapes = [s for s in args.shapes.split(",") if s]
-    levers = (args.levers or ("padding,attention,threads" if args.device == "cpu" else "padding,attention")).split(",")
+    levers = (args.levers or ("padding,parts,attention,threads" if args.device == "cpu" else "padding,parts,attention")).split(",")
     levers = [x for x in levers if x]
 
     started = time.perf_counter()
@@ -351,6 +353,7 @@ def main() -> None:
         "padding": lambda: [runtime] + [Variant(f"max_padding {bound:g}", load(lp, max_padding=bound), runtime_lanes)
                                         for bound in (1.0, 0.25, 0.1)],
         "attention": lambda: _attention_variants(runtime, load(lp, torchscript=False), load(lp, torchscript=False)),
+        "parts": lambda: [runtime, Variant("batch_parts 1", load(lp, batch_parts=1), runtime_lanes)],
         "threads": lambda: [runtime] + [Variant(f"{n} lanes x {threads // n}", runtime.scorer, (n, threads // n))
                                         for n in sorted({1, 2, threads} - {lanes}) if threads % n == 0],
     }

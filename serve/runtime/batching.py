@@ -10,10 +10,27 @@ Why the padding bound: on CPU a padded token costs what a real one does. 20 TREC
 75–203 tokens (mean 120) in one batch padded to 203 ran at 35 pairs/s with MiniLM on 2 cores; the
 same pairs with ``max_padding`` 0.1 (5.7 batches per request) at 47–49 pairs/s, with 0.0 (one
 batch per distinct length) at 36 (smaller batches lose more than padding costs).
+
+Why ``parts``: the batches of one call run on the forward lanes (:mod:`serve.runtime.lanes`), and
+a call ends with its slowest lane. 20 documents at ``batch_size`` 8 make batches of 8, 8 and 4
+rows: two lanes run the first two, then one lane the last while the other idles (a sixth of the
+call). With ``parts`` P > 1 a call of n rows and T tokens is planned as
+
+    B = P · ⌈n / (P · batch_size)⌉                        (a multiple of P batches of ≤ batch_size rows)
+    rows of batch k ≤ ⌈(rows not yet planned) / (B − k)⌉    (the rest split evenly over the batches left)
+    tokens per batch ≤ min(batch_tokens, ⌈T / P⌉)           (no batch holds more than 1/P of the work)
+
+so 20 rows become 4 batches of 5, 100 rows 14 batches of 7–8 (the padding bound may still add batches).
+Simulated on 30 calls each of random TREC-DL documents joined to 300–500 tokens (cost ∝ rows × width ×
+(1 + width / 1500), ``max_padding`` 0.1, P = 2), the real work over P × the slowest lane's rose from
+0.88 to 0.96 for 20 documents, 0.67 → 0.86 for 10, 0.64 → 0.86 for 5, 0.97 → 0.99 for 100; for 20
+passages of ≤ 600 characters 0.87 → 0.90. The plan depends on the call's own lengths and P only, never on the lanes that
+run it, so a run without lanes (offline) computes bitwise the same batches.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -38,18 +55,24 @@ class Batch:
 
 
 def plan_batches(lengths: Sequence[int], batch_tokens: int, batch_size: int,
-                 max_padding: float = 1.0) -> list[np.ndarray]:
+                 max_padding: float = 1.0, parts: int = 1) -> list[np.ndarray]:
     """Split indices into batches, longest sequences first, with rows ≤ batch_size,
     rows × max length ≤ batch_tokens and every row's length ≥ (1 − max_padding) × max length.
-    A sequence longer than the budget gets a batch of its own.
+    A sequence longer than the budget gets a batch of its own. ``parts`` > 1 tightens both bounds
+    so the batches split into that many equal shares (module docstring).
     """
     sizes = np.asarray(lengths, dtype=np.int64)
+    target = 1  # batches the row bound aims at: a multiple of parts
+    if parts > 1 and sizes.size > 1:
+        target = parts * math.ceil(sizes.size / (parts * batch_size))
+        batch_tokens = min(batch_tokens, math.ceil(int(sizes.sum()) / parts))
     order = np.argsort(-sizes, kind="stable")
     batches: list[np.ndarray] = []
     start = 0
     while start < order.size:
         longest = max(int(sizes[order[start]]), 1)
-        rows = max(1, min(batch_size, batch_tokens // longest))
+        even = math.ceil((order.size - start) / max(1, target - len(batches)))  # the rest in equal batches
+        rows = max(1, min(batch_size, even, batch_tokens // longest))
         window = sizes[order[start : start + rows]]
         rows = max(1, int(np.count_nonzero(window >= (1.0 - max_padding) * longest)))  # sorted: a prefix
         batches.append(order[start : start + rows])
@@ -99,6 +122,7 @@ def run_batched_many(
     batch_tokens: int,
     batch_size: int,
     max_padding: float = 1.0,
+    parts: int = 1,
     pad_id: int,
     padding_side: Literal["right", "left"],
     device: torch.device,
@@ -118,7 +142,7 @@ def run_batched_many(
     never share a batch and which threads run a batch depends only on its own input's plan, so each
     input's result is bitwise what it gets alone.
     """
-    plans = [plan_batches([len(ids) for ids in ids_], batch_tokens, batch_size, max_padding) for ids_, _ in inputs]
+    plans = [plan_batches([len(ids) for ids in ids_], batch_tokens, batch_size, max_padding, parts) for ids_, _ in inputs]
     if not all(plans):
         raise ValueError("run_batched_many needs at least one sequence per input")
 

@@ -42,6 +42,12 @@ def bundled_embedder_path() -> Path:
 #: (BERT-base, BF16; two runs) and MiniLM 1.13–1.20× (``benchmarks/results/engine_shapes_cuda*.json``)
 CPU_MAX_PADDING = 0.1
 GPU_MAX_PADDING = 1.0
+#: the default number of equal shares a call's forward batches are planned in (``batch_parts: null``):
+#: on a CPU the default two forward lanes (``deployments.<model>.forward_lanes``) each take one, so a
+#: request's last batch does not leave a lane idle (:mod:`serve.runtime.batching`); on a GPU one
+#: batch, as few launches as possible (see ``GPU_MAX_PADDING``)
+CPU_BATCH_PARTS = 2
+GPU_BATCH_PARTS = 1
 
 
 class ModelSettings(BaseModel):
@@ -70,6 +76,13 @@ class ModelSettings(BaseModel):
         if self.max_padding is not None:
             return self.max_padding
         return GPU_MAX_PADDING if device_type == "cuda" else CPU_MAX_PADDING
+
+    def parts_bound(self, device_type: str) -> int:
+        """``batch_parts``, or where it is null the device's default (:data:`CPU_BATCH_PARTS` on
+        ``"cpu"``, :data:`GPU_BATCH_PARTS` on ``"cuda"``)."""
+        if self.batch_parts is not None:
+            return self.batch_parts
+        return GPU_BATCH_PARTS if device_type == "cuda" else CPU_BATCH_PARTS
 
     path: str | None = Field(
         default=None, description="a local model directory, or a Hugging Face Hub id (org/name) downloaded into the Hub "
@@ -104,6 +117,12 @@ class ModelSettings(BaseModel):
         description="largest share of a row's padded length that may be padding (1 = no bound); null = "
         f"{CPU_MAX_PADDING} on a CPU (padding is compute there) and {GPU_MAX_PADDING} on a GPU (fewer, larger batches: "
         "a forward of 20 passages is bound by kernel launches, not by the padded tokens)")
+    batch_parts: int | None = Field(
+        default=None, ge=1, le=64,
+        description="a call's forward batches are planned as this many equal shares (equal rows per batch, none "
+        "over 1/batch_parts of the call's tokens), so one request keeps as many forward lanes busy to its end: match "
+        "deployments.<model>.forward_lanes; the plan never depends on the lanes that run it (offline scores equal "
+        f"served ones); null = {CPU_BATCH_PARTS} on a CPU, {GPU_BATCH_PARTS} on a GPU")
     torchscript: bool = Field(
         default=True,
         description="CPU encoders: run the forward as a TorchScript trace (no GIL held), kept only if "

@@ -205,6 +205,7 @@ class TransformersBackend:
             batch_tokens=self.settings.batch_tokens,
             batch_size=self.settings.batch_size,
             max_padding=self.settings.padding_bound(self.device.type),
+            parts=self.settings.parts_bound(self.device.type),
             pad_id=self.pad_id,
             padding_side="left" if left else "right",
             device=self.device,

@@ -58,3 +58,34 @@ def test_run_batched_returns_rows_in_input_order_padded_per_batch() -> None:
     run_batched_many([(seqs, None)], forward=forward, batch_tokens=1000, batch_size=4, pad_id=0,
                      padding_side="left", device=torch.device("cpu"))
     assert sorted(widths) == [2, 9]  # {9, 9, 5, 3}, {2, 1}: the row bound binds
+
+
+@settings(max_examples=150, deadline=None)
+@given(lengths=st.lists(st.integers(1, 600), min_size=1, max_size=300), budget=st.integers(64, 20000),
+       size=st.integers(1, 64), max_padding=st.sampled_from([0.0, 0.1, 1.0]), parts=st.integers(2, 4))
+def test_plan_in_parts_keeps_every_bound(lengths: list[int], budget: int, size: int, max_padding: float,
+                                         parts: int) -> None:
+    """Planning in parts only tightens the bounds: every input once, longest first, rows ≤ batch_size,
+    rows × longest ≤ budget (a lone over-long row aside), and no batch over 1/parts of the call's tokens
+    unless it is one row."""
+    plan = plan_batches(lengths, budget, size, max_padding, parts)
+    flat = np.concatenate(plan)
+    assert sorted(flat.tolist()) == list(range(len(lengths)))
+    assert [lengths[i] for i in flat] == sorted(lengths, reverse=True)
+    share = -(-sum(lengths) // parts)
+    for rows in plan:
+        longest = max(lengths[i] for i in rows)
+        assert rows.size <= size and (rows.size == 1 or rows.size * longest <= min(budget, share))
+
+
+def test_plan_in_parts_splits_a_call_evenly_over_the_lanes() -> None:
+    """20 equal rows at 8 per batch: 8 + 8 + 4 in one part (the last batch leaves one of two lanes
+    idle), 4 batches of 5 in two parts, 4 of 5 in four parts; 100 rows in two parts: 14 batches of
+    7–8 rows."""
+    assert [b.size for b in plan_batches([100] * 20, 8192, 8, 0.1)] == [8, 8, 4]
+    assert [b.size for b in plan_batches([100] * 20, 8192, 8, 0.1, parts=2)] == [5, 5, 5, 5]
+    assert [b.size for b in plan_batches([100] * 20, 8192, 8, 0.1, parts=4)] == [5, 5, 5, 5]
+    assert [b.size for b in plan_batches([100] * 100, 8192, 8, 0.1, parts=2)] == [8, 8] + [7] * 12
+    assert [b.size for b in plan_batches([400] * 5, 8192, 8, 0.1, parts=2)] == [2, 2, 1]  # tokens: ≤ 1000 a batch
+    assert [b.size for b in plan_batches([100], 8192, 8, 0.1, parts=2)] == [1]
+

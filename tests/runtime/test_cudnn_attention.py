@@ -92,3 +92,6 @@ class _Settings:
 
     def padding_bound(self, device_type: str) -> float:
         return 1.0
+
+    def parts_bound(self, device_type: str) -> int:
+        return 1

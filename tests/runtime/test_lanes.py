@@ -161,3 +161,24 @@ def test_without_lanes_each_batch_runs_as_the_progress_bar_reaches_it(monkeypatc
     run_batched_many([([[5] * n for n in (3, 2, 1)], None)], forward=forward, batch_tokens=4, batch_size=1,
                      pad_id=0, padding_side="right", device=torch.device("cpu"), show_progress=True)
     assert events == ["forward", "update 1"] * 3
+
+
+def test_plan_in_parts_does_not_depend_on_the_lanes(one_thread: None) -> None:
+    """The scorer plans with the model's batch_parts, whatever lanes run the call: a call's batches
+    (so its scores) are the same in a server with two lanes and offline without lanes."""
+    seen: list[list[int]] = []
+
+    def forward(batch: object) -> torch.Tensor:
+        rows = batch.rows  # type: ignore[attr-defined]
+        seen.append(sorted(rows.tolist()))
+        return torch.zeros(len(rows))
+
+    seqs = [[5] * n for n in (9, 3, 7, 7, 2, 8, 6, 1, 4, 5)]
+    plans = []
+    for shape in ((1, 1), (2, 1)):
+        use_forward_lanes(*shape)
+        seen.clear()
+        run_batched_many([(seqs, None)], forward=forward, batch_tokens=64, batch_size=8, parts=2, pad_id=0,
+                         padding_side="right", device=torch.device("cpu"))
+        plans.append(sorted(seen))
+    assert plans[0] == plans[1] and len(plans[0]) >= 2
