@@ -29,7 +29,7 @@ benchmark above. ``--shadow both`` runs the evaluator comparison instead: user l
 sample size. Each of ``--rounds`` rounds starts the server once per setting (off then on, and on
 then off in the next round, so slow drifts of a shared machine hit both alike) and measures two
 loads per start: a closed loop of 1 client (the server is never idle: the worst case, where shadow
-work can only run when ``quality.shadow_max_wait_s`` forces it) and open-loop Poisson arrivals at
+work can only run when ``admission.shadow_max_wait_s`` forces it) and open-loop Poisson arrivals at
 ``--load`` × the 1-client throughput measured in the first "off" window (the server has idle
 gaps, as a service run below saturation does). Open-loop latency runs from the scheduled arrival to
 the response, so a late request is never hidden. Reported per load: pooled p50/p95/p99 off and on,
