@@ -29,7 +29,9 @@ LEGACY_KEYS = {
 
 class AdmissionSettings(Section):
     """Admission and backpressure: beyond these a request is refused at once (503 + Retry-After,
-    before any compute), and shadow work waits for user work."""
+    before any compute), and shadow work waits for user work (docs/design/0008-admission.md). The
+    old keys limits.max_in_flight, limits.admission_headroom, limits.refusals_per_s,
+    limits.refusal_max_wait_s and quality.shadow_* are deprecated but still read, with a warning."""
 
     max_in_flight: int = Field(default=64, ge=1, description="scoring requests one ingress replica works on at once; "
                                                      "beyond, 503 + Retry-After at once, before any compute")
