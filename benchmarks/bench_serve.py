@@ -29,7 +29,7 @@ benchmark above. ``--shadow both`` runs the evaluator comparison instead: user l
 sample size. Each of ``--rounds`` rounds starts the server once per setting (off then on, and on
 then off in the next round, so slow drifts of a shared machine hit both alike) and measures two
 loads per start: a closed loop of 1 client (the server is never idle: the worst case, where shadow
-work can only run when ``quality.shadow_max_wait_s`` forces it) and open-loop Poisson arrivals at
+work can only run when ``admission.shadow_max_wait_s`` forces it) and open-loop Poisson arrivals at
 ``--load`` × the 1-client throughput measured in the first "off" window (the server has idle
 gaps, as a service run below saturation does). Open-loop latency runs from the scheduled arrival to
 the response, so a late request is never hidden. Reported per load: pooled p50/p95/p99 off and on,
@@ -261,7 +261,7 @@ def compare_shadow(args: argparse.Namespace, log: Any, subject: str = "shadow") 
     windows = window_limits(args, 1)
     runs: list[dict[str, Any]] = []
     rate: float | None = None
-    quality = None
+    quality = admission = None
     target = 1.05 if subject == "shadow" else 1.01
     for r in range(args.rounds):
         for shadow in (("off", "on") if r % 2 == 0 else ("on", "off")):
@@ -270,7 +270,7 @@ def compare_shadow(args: argparse.Namespace, log: Any, subject: str = "shadow") 
             else:
                 settings = bench_settings(args.config, "on", probes=args.probe_interval if shadow == "on" else None)
             if shadow == "on":  # the settings of the arm doing the work
-                quality = settings.quality
+                quality, admission = settings.quality, settings.admission
             with Server(settings) as server:
                 before = golden_counters(server.url)
                 closed = asyncio.run(_closed_loop(server.url, inputs, 1, windows, args.top_n))
@@ -300,6 +300,7 @@ def compare_shadow(args: argparse.Namespace, log: Any, subject: str = "shadow") 
         "benchmark": "bench_serve", "mode": f"{subject} comparison", "endpoint": "/v1/rerank",
         "docs_per_request": args.docs, "top_n": args.top_n, "cpu_count": os.cpu_count(),
         "quality": None if quality is None else quality.model_dump(mode="json", exclude={"canary"}),
+        "admission": None if admission is None else admission.model_dump(mode="json"),  # shadow_* among them
         "open_loop_rate_rps": rate, "load": args.load,
         "pooled": {f"{load}/{shadow}": public(v) for (load, shadow), v in pooled_by.items()},
         "golden_replays_in_on_windows": replays_on,

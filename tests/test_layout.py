@@ -30,7 +30,7 @@ SERVE_LAYERS = {
     "errors": 0, "output": 0, "telemetry": 0, "tracing": 0, "tools.probes": 0,
     "runtime": 1,
     "settings": 2, "tools.precision": 2,
-    "server.calls": 3, "server.admission": 3, "server.priority": 3, "server.cpu_priority": 3, "server.memory": 3,
+    "server.calls": 3, "server.admission": 3, "server.cpu_priority": 3, "server.memory": 3,
     "server.default": 3, "server.model_refs": 3,
     "server.handles": 4, "server.quality": 4, "server.retry": 4,
     "server.components": 5, "server.http": 5, "server.golden_guard": 5, "tools.golden": 5, "tools.clq": 5,

@@ -10,6 +10,7 @@ Relative paths in a settings file are resolved against the file's directory. API
 ``auth.api_keys_env`` (default ``STEADYRANK_API_KEYS``, comma-separated); the union is accepted.
 """
 
+from steadyrank.serve.settings.admission import AdmissionSettings
 from steadyrank.serve.settings.auth import DEFAULT_KEYS_ENV, AuthSettings, is_loopback
 from steadyrank.serve.settings.base import Section, SettingsError
 from steadyrank.serve.settings.chunking import ChunkingSettings
@@ -34,7 +35,8 @@ from steadyrank.serve.settings.server import ServerSettings
 from steadyrank.serve.settings.telemetry import TelemetrySettings
 
 __all__ = [
-    "DEFAULT_KEYS_ENV", "ENV_CACHE", "ENV_SETTINGS", "AuthSettings", "AutoscalingSettings", "BatchedDeploymentSettings",
+    "DEFAULT_KEYS_ENV", "ENV_CACHE", "ENV_SETTINGS", "AdmissionSettings", "AuthSettings", "AutoscalingSettings",
+    "BatchedDeploymentSettings",
     "ChunkingSettings", "DenoiseLlmSettings", "DeploymentSettings", "DeploymentsSettings", "HttpSettings", "IndexSettings",
     "Layout",
     "LimitsSettings", "QualitySettings", "RoutingSection", "SearchSettings", "Section", "ServedEmbedderNames",

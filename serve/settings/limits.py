@@ -1,4 +1,5 @@
-"""The ``limits`` section: request limits, deadlines and admission of the HTTP edge."""
+"""The ``limits`` section: request limits and deadlines of the HTTP edge (admission: the
+``admission`` section, :mod:`serve.settings.admission`)."""
 
 from __future__ import annotations
 
@@ -28,19 +29,6 @@ class LimitsSettings(Section):
     request_timeout_s: float = Field(default=30.0, gt=0, description="per-request deadline (504 beyond); a client may "
                                                              "ask for less with the X-Request-Timeout header")
     retry_after_s: int = Field(default=1, ge=0, description="Retry-After seconds sent with 503 overload answers")
-    max_in_flight: int = Field(default=64, ge=1, description="scoring requests one ingress replica works on at once; "
-                                                     "beyond, 503 + Retry-After at once, before any compute")
-    admission_headroom: float = Field(
-        default=0.8, gt=0, le=100,
-        description="work-based admission of rerank, embeddings and search: a request is refused at once (503 + "
-                    "Retry-After) when its predicted wait (queued documents or texts / the model's measured rate; a "
-                    "search counts routing.k_low documents) exceeds this fraction of its deadline; a large value "
-                    "turns it off")
-    refusals_per_s: float = Field(
-        default=25.0, ge=0, description="overload 503s one ingress replica sends per second at most: a refusal beyond waits "
-                                "(no CPU) for its turn, at most refusal_max_wait_s, so clients that retry at once "
-                                "cannot turn refusals into the main load; 0 = answer every refusal at once")
-    refusal_max_wait_s: float = Field(default=5.0, ge=0, description="longest a paced refusal waits; past it, answered at once")
     body_timeout_s: float = Field(
         default=15.0, gt=0, le=3600,
         description="seconds from a scoring request's arrival within which its whole body must have arrived (408 "

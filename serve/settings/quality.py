@@ -201,18 +201,6 @@ class QualitySettings(BaseModel):
         default=0.1, ge=0, le=1, description="fraction of user /v1/search requests copied to the canary for agreement"
     )
     seed: int | None = Field(default=None, description="random seed of sampling (None = nondeterministic)")
-    shadow_chunk_docs: int = Field(
-        default=4, ge=1, description="documents per shadow forward pass on a reranker replica: the most forward-pass work "
-                             "a user request can find ahead of it (see serve.server.priority)"
-    )
-    shadow_idle_s: float = Field(
-        default=0.25, ge=0, description="a shadow chunk starts only after the replica had no user work for this long (s); "
-                              "longer than the gap between the back-to-back requests of a busy client"
-    )
-    shadow_max_wait_s: float = Field(
-        default=20.0, ge=0, description="a shadow chunk that waited this long runs anyway, so sustained load cannot starve "
-                                "the evaluator (s)"
-    )
     canary: CanaryRules = Field(default_factory=CanaryRules)
     probes: ProbeSettings = Field(default_factory=ProbeSettings)
     live_judging: LiveJudgingSettings = Field(default_factory=LiveJudgingSettings)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, model_validator
 
 from steadyrank.retrieval.routing import RoutingSettings
 from steadyrank.serve.runtime.settings import ModelSettings, device_gpus
+from steadyrank.serve.settings.admission import AdmissionSettings, move_legacy_keys
 from steadyrank.serve.settings.auth import AuthSettings
 from steadyrank.serve.settings.base import Section
 from steadyrank.serve.settings.chunking import ChunkingSettings
@@ -47,6 +49,7 @@ class Settings(Section):
     routing: RoutingSection = Field(default_factory=RoutingSection)
     search: SearchSettings = Field(default_factory=SearchSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     # validated from {}: the before-validator fills each deployment in from its defaults
     deployments: DeploymentsSettings = Field(default_factory=lambda: DeploymentsSettings.model_validate({}))
@@ -56,6 +59,13 @@ class Settings(Section):
     server: ServerSettings = Field(default_factory=ServerSettings)
     served: ServedSettings = Field(default_factory=ServedSettings)
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_admission_keys(cls, data: Any) -> Any:
+        """The admission keys of ``limits`` and ``quality`` moved into ``admission``, with a warning
+        (:func:`~serve.settings.admission.move_legacy_keys`)."""
+        return move_legacy_keys(data)
 
     @model_validator(mode="after")
     def _gpus_follow_devices(self) -> Settings:
@@ -112,9 +122,9 @@ class Settings(Section):
         if self.deployments.layout == "colocated" and self.index.shards > 1:
             raise ValueError(f"index.shards ({self.index.shards}) needs deployments.layout: split "
                              "(each shard is a Retriever deployment of its own)")
-        if self.limits.max_in_flight >= ingress:
+        if self.admission.max_in_flight >= ingress:
             raise ValueError(
-                f"limits.max_in_flight ({self.limits.max_in_flight}) must be < deployments.ingress.max_ongoing_requests "
+                f"admission.max_in_flight ({self.admission.max_in_flight}) must be < deployments.ingress.max_ongoing_requests "
                 f"({ingress}), so steadyrank refuses overload with its JSON 503 before Ray's own queue limit does"
             )
         if self.quality.enabled and self.quality.top_n > self.limits.max_top_n:

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from steadyrank.serve.settings import LimitsSettings
+from steadyrank.serve.settings import AdmissionSettings, LimitsSettings
 from tests.budget.bodies import ROUTES, Route, cases, filling
 from tests.budget.conftest import GENERATED
 from tests.budget.harness import MIB, Measured, measure
@@ -49,7 +49,7 @@ def served() -> Served:
     """The app with the shipped limits, each route asked once (first-use costs are not the body's);
     its embedder stand-in answers vectors of the embedded default's dimension (all-MiniLM-L6-v2: 384),
     so the largest embeddings answers are as long as they get on that server."""
-    served = build({"limits": {**LIMITS.model_dump(), "refusals_per_s": 0}})
+    served = build({"limits": LIMITS.model_dump(), "admission": {**AdmissionSettings().model_dump(), "refusals_per_s": 0}})
     served.embedder.dim = 384
 
     async def warm() -> None:

@@ -176,8 +176,8 @@ def build(overrides: dict[str, Any] | None = None) -> Served:
                                         "admin_keys_env": "STEADYRANK_TEST_HTTP_ADMIN_KEYS"},
                                "limits": {"max_documents": 50, "max_document_chars": 200, "max_query_chars": 100,
                                           "max_body_bytes": 64 * 1024, "max_embedding_inputs": 8,
-                                          "request_timeout_s": 5, "retry_after_s": 2, "max_in_flight": 4,
-                                          "refusals_per_s": 0}}
+                                          "request_timeout_s": 5, "retry_after_s": 2},
+                               "admission": {"max_in_flight": 4, "refusals_per_s": 0}}
     for section, values in (overrides or {}).items():
         mapping[section] = {**mapping.get(section, {}), **values}
     settings = load_settings(mapping)

@@ -23,7 +23,7 @@ DOCS = ["alpha", "beta", "gamma"]
 
 def busy(served: Served, pending: int, model: str = "reranker") -> None:
     """The ``model`` learned 10 units/s and has ``pending`` units queued (deadline 30 s)."""
-    from steadyrank.serve.server.admission import WorkQueue
+    from steadyrank.serve.server.admission.work_queue import WorkQueue
 
     queue = WorkQueue(min_units=10, headroom=0.8, half_life_s=1e9)
     queue.start(1, 0.0)
@@ -149,7 +149,7 @@ async def test_a_draining_server_refuses_new_work_with_retry_after(served) -> No
 
 
 async def test_overload_refusals_are_paced() -> None:
-    served = build({"limits": {"refusals_per_s": 20, "max_in_flight": 1}})
+    served = build({"admission": {"refusals_per_s": 20, "max_in_flight": 1}})
     served.app.state.parts.gate.in_flight = 1  # full
     loop = asyncio.get_running_loop()
     async with served.client() as c:

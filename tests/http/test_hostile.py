@@ -183,7 +183,7 @@ def test_slowloris_senders_hold_no_slot_and_are_cut_at_the_read_deadline(slow: i
     got 503 "at capacity"); at the 2 s read deadline each slow sender gets a 408."""
     import httpx
 
-    served = build({"limits": {"body_timeout_s": 2.0, "max_in_flight": 4}})
+    served = build({"limits": {"body_timeout_s": 2.0}, "admission": {"max_in_flight": 4}})
     stop = threading.Event()
     answers: list[bytes] = []
     uvicorn = Uvicorn(served.app)

@@ -74,10 +74,11 @@ def app_settings(cache_dir: Path, cross_encoder: Path) -> dict[str, Any]:
         "canary": {"path": str(cross_encoder), "precision": "bf16", "scoring": "hps"},
         "limits": {"max_documents": 300, "max_document_chars": 5000, "max_query_chars": 500,
                    "max_body_bytes": 256 * 1024, "max_embedding_inputs": 64, "request_timeout_s": 120,
-                   "retry_after_s": 2, "max_in_flight": 8, "refusals_per_s": 10,
-                   # work-based admission off (its refusals are tested in test_admission.py): the
-                   # replicas' deadline drops must stay reachable by test_load_shedding.py
-                   "admission_headroom": 100},
+                   "retry_after_s": 2},
+        "admission": {"max_in_flight": 8, "refusals_per_s": 10,
+                      # work-based admission off (its refusals are tested in tests/http/test_admission.py):
+                      # the replicas' deadline drops must stay reachable by test_load_shedding.py
+                      "headroom": 100},
         "auth": {"api_keys": [API_KEY], "api_keys_env": "STEADYRANK_TEST_API_KEYS"},
         "quality": {"enabled": True, "interval_s": 10, "sample_size": 2, "seed": 0, "canary_fraction": 0.5},
         "telemetry": {"flush_interval_s": 0.2},

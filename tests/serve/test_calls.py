@@ -1,7 +1,7 @@
 """The typed calls of serve/server/calls.py (issue 40, "Typed calls"): the :class:`Deadline` value
 (monotonic, clamped, rebuilt from its seconds left when it crosses a process or host), the
 components' typed answers (:class:`ScoreOutcome`, :class:`EmbedOutcome`) and the model components'
-deadline drops through :class:`~serve.server.components.common.Ticket`.
+deadline drops through :class:`~serve.server.admission.deadline.Ticket`.
 
 The clock is the one thing replaced here (calls.py's ``monotonic``, by a settable one), so
 that the assertions are about values, never about how long a test took; the batch drop runs on a
@@ -19,8 +19,9 @@ from pydantic import ValidationError
 
 from steadyrank.serve.errors import DeadlineExceeded
 from steadyrank.serve.server import calls
+from steadyrank.serve.server.admission.deadline import Ticket
 from steadyrank.serve.server.calls import Deadline, EmbedOutcome, ScoreOutcome, SearchCall
-from steadyrank.serve.server.components.common import Failed, Ticket, admitted, run_batch
+from steadyrank.serve.server.components.common import Failed, admitted, run_batch
 from steadyrank.serve.server.components.metrics_hub import MetricsHub
 from steadyrank.serve.telemetry import Recorder
 

@@ -5,7 +5,7 @@ same settings but the layout, on the same index cache, so both serve the same mo
 one Ray Serve deployment (``Ingress``) holds every component, its answers equal the split
 layout's bit for bit, and the in-process shadow evaluator and metrics work as the deployments do.
 Unlike the split app (whose overload tests need the replicas' own deadline drops reachable), this
-one runs with work-based admission on, at its default ``limits.admission_headroom``.
+one runs with work-based admission on, at its default ``admission.headroom``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def colocated(serve_app: ServeApp, tiny_cross_encoder_dir) -> Iterator[httpx.Cli
     settings["deployments"] = {"layout": "colocated"} | {name: {"num_cpus": 0.01} for name in settings["deployments"]
                                                          if name != "layout"}
     settings["deployments"]["reranker"].update(max_ongoing_requests=2, max_batch_size=2)
-    del settings["limits"]["admission_headroom"]  # work-based admission on, as users get it
+    del settings["admission"]["headroom"]  # work-based admission on, as users get it
     with app_beside(serve_app, settings, APP, timeout_s=120) as client:
         client.headers.update(AUTH)
         yield client

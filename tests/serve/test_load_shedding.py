@@ -1,6 +1,6 @@
 """Load shedding and deadlines on the real app: a request beyond the ingress' capacity is refused
 with steadyrank's JSON 503 + Retry-After, costs no model compute, and a burst of refusals is paced
-(``limits.refusals_per_s``); a request whose deadline
+(``admission.refusals_per_s``); a request whose deadline
 passes (or whose client goes away) while it waits for the Reranker is dropped before its forward
 pass, counted in ``steadyrank_requests_dropped_total``, and answered 504 (deadline)."""
 
@@ -29,7 +29,7 @@ def _auth(app: ServeApp) -> dict[str, str]:
 
 
 def test_beyond_capacity_is_refused_at_once_before_compute(serve_app: ServeApp, metrics_text) -> None:
-    limit = serve_app.settings.limits.max_in_flight
+    limit = serve_app.settings.admission.max_in_flight
     before = metrics_text()
 
     async def burst() -> list[httpx.Response]:
@@ -45,8 +45,8 @@ def test_beyond_capacity_is_refused_at_once_before_compute(serve_app: ServeApp, 
     refused = [r for r in responses if r.status_code == 503]
     assert all(r.headers["content-type"].startswith("application/json") for r in refused)
     assert all(r.headers["retry-after"] == "2" and r.json()["error"]["type"] == "overloaded_error" for r in refused)
-    # paced (limits.refusals_per_s): the burst's refusals leave 1/rate s apart, not all at once
-    rate = serve_app.settings.limits.refusals_per_s
+    # paced (admission.refusals_per_s): the burst's refusals leave 1/rate s apart, not all at once
+    rate = serve_app.settings.admission.refusals_per_s
     answered = sorted(r.elapsed.total_seconds() for r in refused)
     assert answered[-1] - answered[0] >= 0.5 * (len(refused) - 1) / rate, answered
     ok = codes.count(200)

@@ -53,7 +53,7 @@ def test_shadow_replays_are_not_user_traffic(serve_app, handle, metrics_text):
 
 
 def test_shadow_scores_equal_user_scores(serve_app, handle):
-    """Chunked shadow scoring (quality.shadow_chunk_docs) gives the user path's FP32 scores."""
+    """Chunked shadow scoring (admission.shadow_chunk_docs) gives the user path's FP32 scores."""
     import numpy as np
 
     from steadyrank.retrieval.corpus import read_documents

@@ -11,25 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from steadyrank.serve.errors import DeadlineExceeded
-from steadyrank.serve.server.calls import Deadline
+from steadyrank.serve.server.admission.deadline import Ticket
+from steadyrank.serve.server.admission.shadow import ShadowGate
 from steadyrank.serve.server.memory import trim_freed_memory
-from steadyrank.serve.server.priority import ShadowGate
-
-
-@dataclass
-class Ticket:
-    """One model call's :class:`~serve.server.calls.Deadline` (None = none) and whether its caller gave
-    up (the handle call was cancelled: the client disconnected or the ingress timed out)."""
-
-    deadline: Deadline | None = None
-    cancelled: bool = False
-    started: bool = False
-
-    def drop_reason(self) -> str | None:
-        """``deadline`` (it passed), ``disconnected`` (cancelled before its deadline) or None (run it)."""
-        if self.deadline is not None and self.deadline.expired():
-            return "deadline"
-        return "disconnected" if self.cancelled else None
 
 
 def count_drop(recorder: Any, label: str, reason: str) -> None:
@@ -38,7 +22,8 @@ def count_drop(recorder: Any, label: str, reason: str) -> None:
 
 async def admitted(batched: Any, job: Any, ticket: Ticket, recorder: Any, label: str) -> Any:
     """Queue ``(job, ticket)`` on a :class:`~serve.server.components.batcher.RequestBatcher` and
-    await its result. A job whose deadline passed is refused here; a caller cancelled while its job
+    await its result (:class:`~serve.server.admission.deadline.Ticket`: the deadline drops). A job
+    whose deadline passed is refused here; a caller cancelled while its job
     is still queued marks the ticket, so the batch drops the job unscored (counted once, here)."""
     reason = ticket.drop_reason()
     if reason is not None:
@@ -111,7 +96,7 @@ async def run_in(executor: ThreadPoolExecutor, fn: Any, *args: Any) -> Any:
 async def shadow_turn(gate: ShadowGate, recorder: Any, label: str, executor: ThreadPoolExecutor,
                       fn: Any, *args: Any) -> Any:
     """Run ``fn(*args)`` (shadow work) on the compute thread once ``gate`` gives shadow work its
-    turn (:class:`~serve.server.priority.ShadowGate`); the wait, in seconds, is observed in
+    turn (:class:`~serve.server.admission.shadow.ShadowGate`); the wait, in seconds, is observed in
     ``steadyrank_shadow_wait_seconds{deployment=label}``."""
     waited = await gate.turn()
     recorder.observe("steadyrank_shadow_wait_seconds", waited, deployment=label)

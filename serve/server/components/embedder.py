@@ -7,10 +7,11 @@ from typing import Any
 import numpy as np
 
 from steadyrank.serve.runtime.prompts import PromptRole
+from steadyrank.serve.server.admission.deadline import Ticket
+from steadyrank.serve.server.admission.shadow import ShadowGate
 from steadyrank.serve.server.calls import Deadline, EmbedOutcome
 from steadyrank.serve.server.components.batcher import RequestBatcher
 from steadyrank.serve.server.components.common import (
-    Ticket,
     admitted,
     apply_batch_config,
     model_executor,
@@ -18,7 +19,6 @@ from steadyrank.serve.server.components.common import (
     set_compute_threads,
     shadow_turn,
 )
-from steadyrank.serve.server.priority import ShadowGate
 from steadyrank.serve.settings import Settings, load_settings
 from steadyrank.serve.telemetry import Recorder
 
@@ -38,7 +38,7 @@ class Embedder:
         self.executor = model_executor(settings.deployments.background_niceness)
         self._batch = RequestBatcher(self._run_batch)  # limits from user_config (reconfigure)
         self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
-        self.gate = ShadowGate(settings.quality.shadow_idle_s, settings.quality.shadow_max_wait_s)
+        self.gate = ShadowGate(settings.admission.shadow_idle_s, settings.admission.shadow_max_wait_s)
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         apply_batch_config(self._batch, config)
@@ -58,7 +58,7 @@ class Embedder:
         ``instruction``, else the model's default; one the model does not have is refused before any work (InvalidInputError).
         ``deadline``: dropped unembedded once it passed (``DeadlineExceeded``).
         ``shadow`` (a golden replay's or mirrored search's query): embedded only when user work
-        leaves room (:class:`~serve.server.priority.ShadowGate`, as in the Reranker), outside the
+        leaves room (:class:`~serve.server.admission.shadow.ShadowGate`, as in the Reranker), outside the
         user batches; its vectors equal the user path's (one forward plan per request)."""
         prompt = self.model.prompts.choose(role, prompt_name, instruction)
         if not texts:

@@ -7,7 +7,7 @@ own; refused by a model that takes none, by the runtime's ``score_many`` before 
 Callers are trusted: the HTTP edge checked every request (docs/ARCHITECTURE.md, "Where input is
 validated"), and the Searcher and the evaluator send texts of the index. The user requests of a batch run in one compute-thread
 call, each with its own forward plan (bitwise-stable scores); shadow work (``shadow=True``) runs
-in small chunks behind user work (:mod:`serve.server.priority`).
+in small chunks behind user work (:mod:`serve.server.admission.shadow`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ import numpy as np
 from steadyrank.retrieval.ranking import rank_async
 from steadyrank.serve.errors import InvalidInputError
 from steadyrank.serve.runtime.chunking import aggregate_max
+from steadyrank.serve.server.admission.deadline import Ticket
+from steadyrank.serve.server.admission.shadow import ShadowGate, chunks
 from steadyrank.serve.server.calls import Deadline, RerankOutcome, ScoreOutcome, Variant
 from steadyrank.serve.server.components.batcher import RequestBatcher
 from steadyrank.serve.server.components.common import (
-    Ticket,
     admitted,
     apply_batch_config,
     model_executor,
@@ -34,7 +35,6 @@ from steadyrank.serve.server.components.common import (
     set_compute_threads,
     shadow_turn,
 )
-from steadyrank.serve.server.priority import ShadowGate, chunks
 from steadyrank.serve.settings import Settings, load_settings
 from steadyrank.serve.telemetry import Recorder
 
@@ -62,9 +62,9 @@ class Reranker:
         self._batch = RequestBatcher(self._run_batch)  # limits from user_config (reconfigure)
         self.role = role
         self.label = "reranker" if role == "primary" else "canary_reranker"
-        quality = settings.quality
-        self.gate = ShadowGate(quality.shadow_idle_s, quality.shadow_max_wait_s)
-        self.shadow_chunk_docs = quality.shadow_chunk_docs
+        admission = settings.admission
+        self.gate = ShadowGate(admission.shadow_idle_s, admission.shadow_max_wait_s)
+        self.shadow_chunk_docs = admission.shadow_chunk_docs
         self._twin_lock = threading.Lock()
         self.recorder = Recorder(hub, flush_interval_s=settings.telemetry.flush_interval_s)
 
@@ -93,8 +93,8 @@ class Reranker:
         ``deadline``: a user request still queued when it passes (or whose caller gave
         up) is dropped before its forward pass (``DeadlineExceeded``; counted).
 
-        ``shadow`` (evaluator traffic): scored in chunks of ``quality.shadow_chunk_docs`` documents,
-        each started only when user work leaves room (:class:`~serve.server.priority.ShadowGate`).
+        ``shadow`` (evaluator traffic): scored in chunks of ``admission.shadow_chunk_docs`` documents,
+        each started only when user work leaves room (:class:`~serve.server.admission.shadow.ShadowGate`).
         In FP32 the scores equal those of the user path up to FP32 rounding; below FP32 a
         document's logit may differ in its last bits, as it does between user batches.
         """

@@ -24,7 +24,7 @@ from steadyrank.serve.errors import (
     NotFoundError,
     SteadyrankError,
 )
-from steadyrank.serve.server.admission import RefusalPacer
+from steadyrank.serve.server.admission.gate import Gate
 from steadyrank.serve.server.http.deps import Keys
 from steadyrank.serve.server.http.dialects import schema_limits, tei
 from steadyrank.serve.server.http.errors import render, schema_error
@@ -34,7 +34,7 @@ from steadyrank.serve.server.http.routers import cohere, health, native, quality
 from steadyrank.serve.server.http.routers import tei as tei_router
 from steadyrank.serve.server.http.scoring import Scoring
 from steadyrank.serve.server.http.segments import SegmentRouting
-from steadyrank.serve.server.http.services import Gate, Services
+from steadyrank.serve.server.http.services import Services
 from steadyrank.serve.server.http.state import AppParts, parts_of
 
 logger = logging.getLogger("steadyrank.http")
@@ -51,7 +51,7 @@ def create_app(services: Services) -> FastAPI:
     app = FastAPI(title="steadyrank",
                   description="Reranking middleware with High-Precision Scoring, tie facts and dynamic-K search.",
                   version="0.1.0", **_native_tracing_off())
-    gate = Gate(pacer=RefusalPacer(limits.refusals_per_s, limits.refusal_max_wait_s), headroom=limits.admission_headroom)
+    gate = Gate.from_settings(settings.admission)
     gateway = Gateway(services, gate)
     app.state.parts = AppParts(services=services, keys=Keys.from_settings(settings.auth), gate=gate, gateway=gateway,
                                scoring=Scoring(services, gateway), ready=health.ReadyCache(),
@@ -83,7 +83,7 @@ def _request_id(request: Request) -> str | None:
 
 def _install_error_handlers(app: FastAPI) -> None:
     """Every error becomes the body of its kind in the route's dialect (:mod:`serve.server.http.errors`);
-    an overload 503 of a scoring route is first paced (:class:`~serve.server.admission.RefusalPacer`)."""
+    an overload 503 of a scoring route is first paced (:class:`~serve.server.admission.pacing.RefusalPacer`)."""
 
     @app.exception_handler(SteadyrankError)
     async def domain(request: Request, exc: SteadyrankError) -> JSONResponse:

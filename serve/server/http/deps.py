@@ -3,10 +3,9 @@
 Order of a scoring request (every step answers before the next costs anything):
 
 1. the API key (constant time over every configured key; 401);
-2. refusal before the body: the server drains (503), this replica has ``limits.max_in_flight``
-   requests in flight (503), or the endpoint's model has so much work queued that the units the
-   ``Content-Length`` holds would be refused (503; :meth:`WorkQueue.units_in`; a search's work is
-   known without its body: :func:`~serve.server.http.services.search_work`);
+2. refusal before the body (:func:`~serve.server.admission.early.early_refusal`: the server drains,
+   this replica has ``admission.max_in_flight`` requests in flight, or the endpoint's model has so
+   much work queued that the units the ``Content-Length`` holds would be refused; 503);
 3. the body, read under a size cap (413) and a read deadline measured from the request's arrival
    (``limits.body_timeout_s``; 408): a slowly sent body holds no slot; then its JSON values counted
    before it is parsed (``limits.max_body_values``; 413);
@@ -30,16 +29,14 @@ from starlette.requests import Request
 from steadyrank.serve.errors import (
     EmptyInputError,
     InputTooLongError,
-    OverloadedError,
     ReadTimeoutError,
-    SteadyrankError,
     UnauthorisedError,
-    UnavailableError,
 )
+from steadyrank.serve.server.admission.early import Refusal, early_refusal
+from steadyrank.serve.server.admission.gate import Work
 from steadyrank.serve.server.http.gateway import arrival, declared_size
 from steadyrank.serve.server.http.jsonscan import json_values
 from steadyrank.serve.server.http.responses import body_schema
-from steadyrank.serve.server.http.services import Work
 from steadyrank.serve.server.http.state import parts_of
 
 Role = Literal["open", "user", "admin"]
@@ -112,25 +109,13 @@ def endpoint(name: str, dialect: str = "native", record: bool = True) -> Callabl
     return mark
 
 
-def refusal(request: Request, name: str) -> tuple[str, SteadyrankError] | None:
-    """Why a new scoring request is refused before its body is read (drop reason, error), or None."""
+def refusal(request: Request, name: str) -> Refusal | None:
+    """Why a new request to the scoring endpoint ``name`` ("": none, only the slots are checked) is
+    refused before its body is read, or None (:func:`~serve.server.admission.early.early_refusal`)."""
     app = parts_of(request)
-    gate, gateway, limits = app.gate, app.gateway, app.services.settings.limits
-    if gate.draining:
-        return "shutting_down", UnavailableError("server shutting down: not taking new requests",
-                                                 retry_after_s=limits.retry_after_s)
-    if gate.in_flight >= limits.max_in_flight:
-        return "overloaded", OverloadedError(f"server at capacity ({limits.max_in_flight} requests in flight); "
-                                             "retry later", retry_after_s=limits.retry_after_s)
-    work = work_before_body(request, name)
-    if work is None:
-        return None
-    model, units = work.model, work.units
-    queue = gate.work[model]
-    if queue.refusal(units, limits.request_timeout_s) is None:  # a request's own deadline is never longer
-        return None
-    refused = gateway.work_refusal(model, units, gateway.timeout_s(request))
-    return None if refused is None else ("overloaded", refused)
+    settings = app.services.settings
+    return early_refusal(app.gate, settings.admission, settings.limits, work_before_body(request, name),
+                         lambda: app.gateway.timeout_s(request))
 
 
 def work_before_body(request: Request, name: str) -> Work | None:
@@ -140,7 +125,7 @@ def work_before_body(request: Request, name: str) -> Work | None:
     if name == "search":
         return app.scoring.search_work
     model = MODEL_OF_ENDPOINT.get(name)
-    return None if model is None else Work(model, app.gate.work[model].units_in(declared_size(request)))
+    return None if model is None else app.gate.sized_work(model, declared_size(request))
 
 
 async def read_body(request: Request, limit: int, ends: float) -> bytes:
@@ -188,9 +173,9 @@ async def admitted_body(request: Request) -> AsyncIterator[bytes]:
     app = parts_of(request)
     gate, limits, recorder = app.gate, app.services.settings.limits, app.services.recorder
 
-    def drop(refused: tuple[str, SteadyrankError]) -> NoReturn:
-        recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason=refused[0])
-        raise refused[1]
+    def drop(refused: Refusal) -> NoReturn:
+        recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason=refused.reason)
+        raise refused.error
 
     refused = refusal(request, request.state.endpoint)
     if refused is not None:

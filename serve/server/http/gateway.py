@@ -19,8 +19,8 @@ job still queued when it passes):
   answer → ``shard_unavailable``. Anything else is a bug and propagates (a JSON 500 with the
   request id).
 
-:meth:`Gateway.model_call` adds work-based admission (:mod:`serve.server.admission`) for the model
-deployments.
+:meth:`Gateway.model_call` adds work-based admission (:class:`~serve.server.admission.gate.Gate`) for
+the model deployments.
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ from starlette.requests import Request
 from steadyrank.serve.errors import (
     DeadlineExceeded,
     InvalidInputError,
-    OverloadedError,
     ShardUnavailable,
     SteadyrankError,
 )
+from steadyrank.serve.server.admission.gate import Gate
 from steadyrank.serve.server.calls import Deadline
-from steadyrank.serve.server.http.services import Gate, HostFailures, Services
+from steadyrank.serve.server.http.services import HostFailures, Services
 from steadyrank.serve.server.retry import again_if_lost
 
 logger = logging.getLogger("steadyrank.http")
@@ -144,26 +144,15 @@ class Gateway:
     def _count_repeat(self) -> None:
         self.services.recorder.inc("steadyrank_request_retries_total", reason="replica_lost")
 
-    def work_refusal(self, model: str, units: int, deadline_s: float) -> OverloadedError | None:
-        """The 503 for a request of ``units`` at ``model`` with ``deadline_s`` seconds left that work-based
-        admission refuses, or None."""
-        queue = self.gate.work[model]
-        retry_after = queue.refusal(units, deadline_s)
-        if retry_after is None:
-            return None
-        return OverloadedError(f"server overloaded: the {model} has about {queue.predicted_wait(units):.0f} s of work "
-                               f"queued, more than this request's deadline of {deadline_s:g} s allows; retry later",
-                               retry_after_s=retry_after)
-
     async def model_call(self, request: Request, model: str, units: int, deadline: Deadline,
                          call: Callable[[], Awaitable[Any]], *, sized_by_body: bool = True,
                          computed: Callable[[Any], int] | None = None) -> Any:
         """:meth:`call` to a model deployment under work-based admission: ``units`` (documents or
         texts) are refused at once, 503 + ``Retry-After``, when the work queued at ``model`` would
-        keep them past ``limits.admission_headroom`` × the deadline. ``sized_by_body``: the units
+        keep them past ``admission.headroom`` × the deadline. ``sized_by_body``: the units
         grow with the body (rerank, embeddings; not a search), so the request's body size per unit
         is noted first, for refusals before a body is read. ``computed(answer)``: the units the
-        model actually did, when ``units`` was a low estimate (:func:`~serve.server.http.services.search_work`).
+        model actually did, when ``units`` was a low estimate (:func:`~serve.server.admission.gate.search_work`).
 
         The units leave the queue exactly once, when the model is done with them: at the answer or
         error; at once when the client goes away (the call is cancelled, so a job still queued at
@@ -173,7 +162,7 @@ class Gateway:
         queue = self.gate.work[model]
         if sized_by_body:
             queue.observe_body(declared_size(request), units)
-        refused = self.work_refusal(model, units, deadline.remaining())
+        refused = self.gate.work_refusal(model, units, deadline.remaining())
         if refused is not None:
             self.services.recorder.inc("steadyrank_requests_dropped_total", deployment="ingress", reason="overloaded")
             raise refused

@@ -20,12 +20,13 @@ from starlette.requests import Request
 from steadyrank.serve import tracing
 from steadyrank.serve.errors import EmptyInputError, InputTooLongError, InvalidInputError
 from steadyrank.serve.runtime.chunking import ChunkPlan, InputRoom, document_room, plan_chunks
+from steadyrank.serve.server.admission.gate import search_work
 from steadyrank.serve.server.calls import Deadline, EmbedOutcome, RerankOutcome, SearchCall, SearchOutcome
 from steadyrank.serve.server.http.dialects.documents import DocumentInput, document_texts
 from steadyrank.serve.server.http.dialects.schema_limits import bounded
 from steadyrank.serve.server.http.errors import schema_error
 from steadyrank.serve.server.http.gateway import Gateway, past_deadline
-from steadyrank.serve.server.http.services import Services, search_work
+from steadyrank.serve.server.http.services import Services
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")

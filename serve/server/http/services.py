@@ -1,5 +1,5 @@
-"""What the HTTP layer is given (:class:`Services`) and what it keeps per ingress replica
-(:class:`Gate`: requests in flight, draining, the model queues' admitted work, refusal pacing).
+"""What the HTTP layer is given (:class:`Services`; what it keeps per ingress replica for admission
+is :class:`~serve.server.admission.gate.Gate`).
 
 ``Services`` holds the components behind the routes as handles with a Ray Serve
 ``DeploymentHandle``'s call shape (``handle.method.remote(...)`` → awaitable): real handles in the
@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from steadyrank.serve.errors import SteadyrankError
-from steadyrank.serve.server.admission import RefusalPacer, WorkQueue
 from steadyrank.serve.server.handles import (
     EmbedderHandle,
     EvaluatorHandle,
@@ -27,29 +26,6 @@ from steadyrank.serve.server.http.dialects.documents import TokenCutter
 from steadyrank.serve.server.http.dialects.names import ServedNames
 from steadyrank.serve.settings import Settings
 from steadyrank.serve.telemetry import Recorder
-
-#: The model deployments whose queued work is admitted per request (serve.server.admission).
-MODELS = ("reranker", "embedder")
-
-
-@dataclass(frozen=True)
-class Work:
-    """What one request is admitted as: ``units`` of work at the model deployment ``model``."""
-
-    model: str
-    units: int
-
-
-def search_work(settings: Settings) -> Work:
-    """The model work a ``/v1/search`` is admitted as, known before its body is read: the primary
-    reranker's ``routing.k_low`` candidates (every search reranks at least these; an escalation to
-    up to ``k_high`` is counted in the rate when the search answers, from its ``meta.k``). When the
-    primary reranker scores from the index's stored vectors (a bi-encoder with the embedder's own
-    vectors, the embedded default) a search's only model work is its query's embedding: one unit
-    at the embedder."""
-    if settings.reranker_model.same_vectors(settings.embedder):
-        return Work("embedder", 1)
-    return Work("reranker", settings.routing_policy().k_low)
 
 
 def _never_lost(exc: BaseException) -> bool:
@@ -102,19 +78,3 @@ class Services:
     def __post_init__(self) -> None:
         self.reranker_tokens = TokenCutter(self.settings.reranker_model)
         self.embedder_tokens = TokenCutter(self.settings.embedder)
-
-
-@dataclass
-class Gate:
-    """One ingress replica's admission state. ``in_flight`` counts scoring requests whose body has
-    been read and whose response is not yet complete (a body still arriving holds no slot)."""
-
-    pacer: RefusalPacer
-    headroom: float
-    in_flight: int = 0
-    draining: bool = False
-    work: dict[str, WorkQueue] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for model in MODELS:
-            self.work.setdefault(model, WorkQueue(headroom=self.headroom))

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 
 if TYPE_CHECKING:
+    from steadyrank.serve.server.admission.gate import Gate
     from steadyrank.serve.server.http.deps import Keys
     from steadyrank.serve.server.http.gateway import Gateway
     from steadyrank.serve.server.http.routers.health import ReadyCache
     from steadyrank.serve.server.http.scoring import Scoring
     from steadyrank.serve.server.http.segments import SegmentRouting
-    from steadyrank.serve.server.http.services import Gate, Services
+    from steadyrank.serve.server.http.services import Services
 
 
 @dataclass(frozen=True)

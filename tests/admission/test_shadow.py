@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from steadyrank.serve.server.priority import ShadowGate, chunks
+from steadyrank.serve.server.admission.shadow import ShadowGate, chunks
 
 
 def test_chunks() -> None:
