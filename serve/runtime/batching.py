@@ -24,8 +24,14 @@ so 20 rows become 4 batches of 5, 100 rows 14 batches of 7–8 (the padding boun
 Simulated on 30 calls each of random TREC-DL documents joined to 300–500 tokens (cost ∝ rows × width ×
 (1 + width / 1500), ``max_padding`` 0.1, P = 2), the real work over P × the slowest lane's rose from
 0.88 to 0.96 for 20 documents, 0.67 → 0.86 for 10, 0.64 → 0.86 for 5, 0.97 → 0.99 for 100; for 20
-passages of ≤ 600 characters 0.87 → 0.90. The plan depends on the call's own lengths and P only, never on the lanes that
-run it, so a run without lanes (offline) computes bitwise the same batches.
+passages of ≤ 600 characters 0.87 → 0.90. Small batches cost more per token, though (batches of
+2–4k tokens ran fastest on 2 cores, see ``docs/guides/runtime.md``): served on 2 cores, 20 MiniLM
+passages of 60–120 words per request (~2.6k tokens) ran at a mean 95.5 docs/s in parts of 2 against
+104.7 in one (four runs each, alternated), while 20 BERT-base documents of 300–500 tokens (~9k) ran
+1.18× faster in two. So a call is planned in at most ⌊T / ``MIN_SHARE_TOKENS``⌋ parts: one for
+those 20 short passages (the plan they had without parts), two for the long documents. The plan
+depends on the call's own lengths and P only, never on the lanes that run it, so a run without
+lanes (offline) computes bitwise the same batches.
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ import torch
 from tqdm.auto import tqdm
 
 from steadyrank.serve.runtime.lanes import forward_pool
+
+#: a call is planned in parts only while each part keeps this many tokens (module docstring)
+MIN_SHARE_TOKENS = 2048
 
 
 @dataclass(frozen=True)
@@ -59,9 +68,11 @@ def plan_batches(lengths: Sequence[int], batch_tokens: int, batch_size: int,
     """Split indices into batches, longest sequences first, with rows ≤ batch_size,
     rows × max length ≤ batch_tokens and every row's length ≥ (1 − max_padding) × max length.
     A sequence longer than the budget gets a batch of its own. ``parts`` > 1 tightens both bounds
-    so the batches split into that many equal shares (module docstring).
+    so the batches split into that many equal shares, as many as keep ``MIN_SHARE_TOKENS`` tokens
+    each (module docstring).
     """
     sizes = np.asarray(lengths, dtype=np.int64)
+    parts = min(parts, max(1, int(sizes.sum()) // MIN_SHARE_TOKENS))
     target = 1  # batches the row bound aims at: a multiple of parts
     if parts > 1 and sizes.size > 1:
         target = parts * math.ceil(sizes.size / (parts * batch_size))

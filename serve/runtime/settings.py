@@ -120,7 +120,8 @@ class ModelSettings(BaseModel):
     batch_parts: int | None = Field(
         default=None, ge=1, le=64,
         description="a call's forward batches are planned as this many equal shares (equal rows per batch, none "
-        "over 1/batch_parts of the call's tokens), so one request keeps as many forward lanes busy to its end: match "
+        "over 1/batch_parts of the call's tokens; fewer where a share would hold under 2048 tokens), so one request "
+        "keeps as many forward lanes busy to its end: match "
         "deployments.<model>.forward_lanes; the plan never depends on the lanes that run it (offline scores equal "
         f"served ones); null = {CPU_BATCH_PARTS} on a CPU, {GPU_BATCH_PARTS} on a GPU")
     torchscript: bool = Field(

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyrank.serve.runtime.batching import pad, plan_batches, run_batched_many
+from steadyrank.serve.runtime.batching import MIN_SHARE_TOKENS, pad, plan_batches, run_batched_many
 
 
 @settings(max_examples=150, deadline=None)
@@ -66,26 +66,30 @@ def test_run_batched_returns_rows_in_input_order_padded_per_batch() -> None:
 def test_plan_in_parts_keeps_every_bound(lengths: list[int], budget: int, size: int, max_padding: float,
                                          parts: int) -> None:
     """Planning in parts only tightens the bounds: every input once, longest first, rows ≤ batch_size,
-    rows × longest ≤ budget (a lone over-long row aside), and no batch over 1/parts of the call's tokens
-    unless it is one row."""
+    rows × longest ≤ budget (a lone over-long row aside), and, split in P = min(parts, ⌊T / 2048⌋) parts,
+    no batch over 1/P of the call's T tokens unless it is one row."""
     plan = plan_batches(lengths, budget, size, max_padding, parts)
     flat = np.concatenate(plan)
     assert sorted(flat.tolist()) == list(range(len(lengths)))
     assert [lengths[i] for i in flat] == sorted(lengths, reverse=True)
-    share = -(-sum(lengths) // parts)
+    split = min(parts, max(1, sum(lengths) // MIN_SHARE_TOKENS))
+    share = -(-sum(lengths) // split) if split > 1 else budget
     for rows in plan:
         longest = max(lengths[i] for i in rows)
         assert rows.size <= size and (rows.size == 1 or rows.size * longest <= min(budget, share))
+    if split == 1:  # a call too small to split is planned as without parts
+        assert [b.tolist() for b in plan] == [b.tolist() for b in plan_batches(lengths, budget, size, max_padding)]
 
 
 def test_plan_in_parts_splits_a_call_evenly_over_the_lanes() -> None:
-    """20 equal rows at 8 per batch: 8 + 8 + 4 in one part (the last batch leaves one of two lanes
-    idle), 4 batches of 5 in two parts, 4 of 5 in four parts; 100 rows in two parts: 14 batches of
-    7–8 rows."""
-    assert [b.size for b in plan_batches([100] * 20, 8192, 8, 0.1)] == [8, 8, 4]
-    assert [b.size for b in plan_batches([100] * 20, 8192, 8, 0.1, parts=2)] == [5, 5, 5, 5]
-    assert [b.size for b in plan_batches([100] * 20, 8192, 8, 0.1, parts=4)] == [5, 5, 5, 5]
+    """20 rows of 300 tokens at 8 per batch: 8 + 8 + 4 in one part (the last batch leaves one of two
+    lanes idle), 4 batches of 5 in two; 40 rows of 500 tokens: 8 batches of 5 in four parts, 6 of 6–7
+    in two; 100 rows of 100 in two: 14 batches of 7–8. A call of fewer than 2 × 2048 tokens is not
+    split (small batches cost more per token than a lane idle at the end saves)."""
+    assert [b.size for b in plan_batches([300] * 20, 8192, 8, 0.1)] == [8, 8, 4]
+    assert [b.size for b in plan_batches([300] * 20, 8192, 8, 0.1, parts=2)] == [5, 5, 5, 5]
+    assert [b.size for b in plan_batches([500] * 40, 8192, 8, 0.1, parts=4)] == [5] * 8
+    assert [b.size for b in plan_batches([500] * 40, 8192, 8, 0.1, parts=2)] == [7, 7, 7, 7, 6, 6]
     assert [b.size for b in plan_batches([100] * 100, 8192, 8, 0.1, parts=2)] == [8, 8] + [7] * 12
-    assert [b.size for b in plan_batches([400] * 5, 8192, 8, 0.1, parts=2)] == [2, 2, 1]  # tokens: ≤ 1000 a batch
-    assert [b.size for b in plan_batches([100], 8192, 8, 0.1, parts=2)] == [1]
-
+    assert [b.size for b in plan_batches([100] * 20, 8192, 8, 0.1, parts=2)] == [8, 8, 4]  # 2,000 tokens
+    assert [b.size for b in plan_batches([400] * 5, 8192, 8, 0.1, parts=2)] == [5]

@@ -173,12 +173,12 @@ def test_plan_in_parts_does_not_depend_on_the_lanes(one_thread: None) -> None:
         seen.append(sorted(rows.tolist()))
         return torch.zeros(len(rows))
 
-    seqs = [[5] * n for n in (9, 3, 7, 7, 2, 8, 6, 1, 4, 5)]
+    seqs = [[5] * n for n in (900, 300, 700, 700, 200, 800, 600, 100, 400, 500)]
     plans = []
     for shape in ((1, 1), (2, 1)):
         use_forward_lanes(*shape)
         seen.clear()
-        run_batched_many([(seqs, None)], forward=forward, batch_tokens=64, batch_size=8, parts=2, pad_id=0,
+        run_batched_many([(seqs, None)], forward=forward, batch_tokens=8192, batch_size=8, parts=2, pad_id=0,
                          padding_side="right", device=torch.device("cpu"))
         plans.append(sorted(seen))
     assert plans[0] == plans[1] and len(plans[0]) >= 2
