@@ -69,8 +69,8 @@ class ShadowGate:
             if self.active:
                 try:
                     await asyncio.wait_for(self._idle.wait(), deadline - now)
-                except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11
-                    break
+                except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11; a timer may fire a tick
+                    pass  # early: the loop's own check of the deadline ends the wait, so max_wait_s is exact
                 continue
             quiet = now - self.last_user_end
             if quiet >= self.idle_s:
