@@ -23,9 +23,10 @@ call). With ``parts`` P > 1 a call of n rows and T tokens is planned as
 so 20 rows become 4 batches of 5, 100 rows 14 batches of 7–8 (the padding bound may still add batches).
 Simulated on 30 calls each of random TREC-DL documents joined to 300–500 tokens (cost ∝ rows × width ×
 (1 + width / 1500), ``max_padding`` 0.1, P = 2), the real work over P × the slowest lane's rose from
-0.88 to 0.96 for 20 documents, 0.67 → 0.86 for 10, 0.64 → 0.86 for 5, 0.97 → 0.99 for 100; for 20
-passages of ≤ 600 characters 0.87 → 0.90. Small batches cost more per token, though (batches of
-2–4k tokens ran fastest on 2 cores, see ``docs/guides/runtime.md``): served on 2 cores, 20 MiniLM
+0.88 to 0.96 for 20 documents, 0.67 → 0.86 for 10, 0.97 → 0.99 for 100 (0.64 → 0.86 for 5, but those,
+~2.2k tokens, stay whole under the floor below); for 20 passages of ≤ 600 characters 0.87 → 0.90.
+Small batches cost more per token, though (batches of 2–4k tokens ran fastest on 2 cores, see
+``docs/guides/runtime.md``): served on 2 cores, 20 MiniLM
 passages of 60–120 words per request (~2.6k tokens) ran at a mean 95.5 docs/s in parts of 2 against
 104.7 in one (four runs each, alternated), while 20 BERT-base documents of 300–500 tokens (~9k) ran
 1.18× faster in two. So a call is planned in at most ⌊T / ``MIN_SHARE_TOKENS``⌋ parts: one for
