@@ -210,7 +210,7 @@ class Peer:
         return found
 
 
-PEER_NAMES = ("infinity", "infinity-optimum", "steadyrank", "steadyrank-proxy")
+PEER_NAMES = ("infinity", "infinity-optimum", "steadyrank", "steadyrank-proxy", "steadyrank-baseline")
 #: steadyrank precision → Infinity's ``--dtype`` at the same precision (int8: Infinity's own int8 mode;
 #: auto: what steadyrank's auto picks on this machine, see :func:`infinity_dtype_for`)
 INFINITY_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
@@ -262,9 +262,11 @@ def infinity_optimum_peer(binary: str, cross: Path, port: int, threads: int, bat
 
 
 def steadyrank_peer(name: str, cross: Path, embedder: Path, port: int, threads: int, workdir: Path,
-                    precision: str, cache: Path) -> Peer:
+                    precision: str, cache: Path, python: str = sys.executable) -> Peer:
     """``steadyrank``: the default settings; ``steadyrank-proxy``: the same with ``server.ingress: proxy``
-    (Ray Serve's Python proxy in front instead of HAProxy), for an A/B of the HTTP front in one run.
+    (Ray Serve's Python proxy in front instead of HAProxy), for an A/B of the HTTP front in one run;
+    ``steadyrank-baseline``: the default settings run by ``python`` (another checkout's interpreter,
+    e.g. the commit before a change), for an A/B of two versions in one run.
     ``cache``: its ``cache_dir``, kept across runs, so the embedded index and ``precision: auto``'s
     measurement (made once per model and CPU) are a restart's, not a first start's."""
     settings: dict[str, Any] = {
@@ -281,8 +283,8 @@ def steadyrank_peer(name: str, cross: Path, embedder: Path, port: int, threads: 
     ray_tmp = Path(tempfile.mkdtemp(prefix="srpeer-", dir="/tmp"))  # short: Ray's unix sockets live under it
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.update(RAY_TMPDIR=str(ray_tmp), RAY_USAGE_STATS_ENABLED="0", HF_HUB_OFFLINE="1")
-    command = [sys.executable, "-m", "steadyrank.serve.cli", "serve", "--config", str(config), "--port", str(port)]
-    prepare = [sys.executable, "-m", "steadyrank.serve.cli", "serve", "--config", str(config), "--check"]
+    command = [python, "-m", "steadyrank.serve.cli", "serve", "--config", str(config), "--port", str(port)]
+    prepare = [python, "-m", "steadyrank.serve.cli", "serve", "--config", str(config), "--check"]
     return Peer(name, command, env, "/v1/rerank", "/v1/embeddings", None, None, ray_tmp, prepare)
 
 
@@ -420,6 +422,16 @@ def run_peer(peer: Peer, port: int, queries: list[str], passages: list[str], arg
     return {"rows": results, "footprint": footprint, "log": str(running.log_path), "models": models}
 
 
+def checkout_commit(python: str) -> str | None:
+    """The git commit of the checkout whose ``steadyrank`` package ``python`` imports (None if unknown)."""
+    found = subprocess.run([python, "-c", "import steadyrank.serve, os; print(os.path.dirname(steadyrank.serve.__file__))"],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""})
+    if found.returncode != 0:
+        return None
+    head = subprocess.run(["git", "-C", found.stdout.strip(), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return head.stdout.strip() or None
+
+
 def served_models(running: Running) -> Any:
     """The server's model list (``/v1/models`` or Infinity's ``/models``): what precision it runs."""
     import httpx
@@ -495,7 +507,11 @@ def main() -> None:
                         "selected rows (default: every count of each row)")
     parser.add_argument("--peers", default="infinity,steadyrank", help="which servers, in order, from "
                         f"{', '.join(PEER_NAMES)} (default %(default)s; steadyrank-proxy: steadyrank with "
-                        "server.ingress proxy; the ratio columns compare steadyrank with infinity)")
+                        "server.ingress proxy; steadyrank-baseline: steadyrank run by --baseline-python; the "
+                        "ratio columns compare steadyrank with each other server)")
+    parser.add_argument("--baseline-python", default=None,
+                        help="the interpreter that runs the steadyrank-baseline peer: another checkout's "
+                             "virtual environment (e.g. the commit before a change), with its own cache_dir")
     parser.add_argument("--duration", type=float, default=20.0, help="measured seconds per row at least (default %(default)s)")
     parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds per row (default %(default)s)")
     parser.add_argument("--min-requests", type=int, default=10,
@@ -529,6 +545,9 @@ def main() -> None:
     names = [p.strip() for p in args.peers.split(",") if p.strip()]
     if set(names) - set(PEER_NAMES):
         raise SystemExit(f"--peers: unknown peer(s) {sorted(set(names) - set(PEER_NAMES))}")
+    if "steadyrank-baseline" in names and not (args.baseline_python and Path(args.baseline_python).is_file()):
+        raise SystemExit(f"--peers steadyrank-baseline needs --baseline-python, an interpreter file "
+                         f"(got {args.baseline_python!r})")
     if args.clients:
         levels = {int(c) for c in args.clients.split(",")}
         rows = [(n, k, i, tuple(c for c in cs if c in levels)) for n, k, i, cs in rows]
@@ -555,6 +574,9 @@ def main() -> None:
                                      infinity_dtype)
             elif name == "infinity-optimum":
                 peer = infinity_optimum_peer(args.infinity_bin, cross, port, args.threads, args.batch_size)
+            elif name == "steadyrank-baseline":
+                peer = steadyrank_peer(name, cross, embedder, port, args.threads, workdir, args.precision,
+                                       args.cache_dir / "steadyrank-baseline-cache", args.baseline_python)
             else:
                 peer = steadyrank_peer(name, cross, embedder, port, args.threads, workdir, args.precision,
                                        args.cache_dir / "steadyrank-cache")
@@ -573,6 +595,8 @@ def main() -> None:
                           "drain_s": args.drain_s},
                "cross_encoder_size": args.cross_encoder, "passage_shape": args.passages,
                "deadline_s": args.deadline_s, "passages": len(passages), "peers": peers}
+    if "steadyrank-baseline" in names:
+        payload["baseline"] = {"python": args.baseline_python, "commit": checkout_commit(args.baseline_python)}
     if args.out:
         payload = write_json(args.out, payload)
     emit(payload, ["row / clients", "server", f"items/s within {args.deadline_s:g} s", "items/s", "p50 ms",
