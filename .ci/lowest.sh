@@ -11,6 +11,9 @@
 #   .ci/lowest.sh                     (LOWEST_VENV=/path to reuse an environment)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# bytecode caches written (uv installs without them): with PYTHONDONTWRITEBYTECODE set, every import of
+# torch, transformers and the project would compile from source again in each process (as the Makefile says)
+unset PYTHONDONTWRITEBYTECODE
 if [ -n "${LOWEST_VENV:-}" ]; then
   VENV=$LOWEST_VENV
 else
