@@ -36,9 +36,10 @@ def timed(function: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
     return best, result
 
 
-def _git(*args: str) -> str | None:
+def git(*args: str, repo: Path = REPO) -> str | None:
+    """``git -C repo ARGS``'s output, stripped (None when git fails or is missing)."""
     try:
-        out = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10, check=True)
+        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip()
@@ -96,9 +97,9 @@ def provenance() -> dict[str, Any]:
     and now (compare timings only between runs at similar load: benchmarks/README.md "Method").
     """
     started, load_start = _STARTED
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    status = git("status", "--porcelain", "--untracked-files=no")
     return {
-        "commit": _git("rev-parse", "HEAD"),
+        "commit": git("rev-parse", "HEAD"),
         "dirty": None if status is None else bool(status),
         "argv": [Path(sys.argv[0]).as_posix(), *sys.argv[1:]] if sys.argv else [],
         "started": started.isoformat(timespec="seconds"),

@@ -77,7 +77,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._cross_encoders import build_base_cross_encoder, save_model_folder  # noqa: E402
 from benchmarks._load import TreeSampler, closed_loop, free_port  # noqa: E402
-from benchmarks._report import emit, write_json  # noqa: E402
+from benchmarks._report import emit, git, write_json  # noqa: E402
 
 #: (row name, endpoint kind, items per request, client counts)
 ROWS: list[tuple[str, str, int, tuple[int, ...]]] = [
@@ -428,8 +428,7 @@ def checkout_commit(python: str) -> str | None:
                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""})
     if found.returncode != 0:
         return None
-    head = subprocess.run(["git", "-C", found.stdout.strip(), "rev-parse", "HEAD"], capture_output=True, text=True)
-    return head.stdout.strip() or None
+    return git("rev-parse", "HEAD", repo=Path(found.stdout.strip())) or None
 
 
 def served_models(running: Running) -> Any:
